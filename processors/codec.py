@@ -1,0 +1,126 @@
+"""The one codec: events to JSON bytes and back.
+
+Decoding never raises anything but `DecodeError`, whose `code` names the
+reason (for the dead-letter topic and error replies). Old schema versions
+are upcast to the current shape before validation, never reinterpreted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from processors.errors import DecodeError
+from processors.events import (
+    MAX_TEXT_BYTES,
+    ActivationQuery,
+    GraphEvent,
+    Reply,
+    Turn,
+)
+
+M = TypeVar("M", bound=BaseModel)
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# Current schema version of each event type.
+CURRENT_VERSIONS: dict[str, int] = {
+    "turn": 1,
+    "turn_ingested": 1,
+    "activation_query": 1,
+    "activation_reply": 1,
+    "error_reply": 1,
+}
+# (type, version) -> function turning that version's dict into version + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+_GRAPH_EVENT = TypeAdapter(GraphEvent)
+_REPLY = TypeAdapter(Reply)
+
+
+def encode(event: BaseModel) -> bytes:
+    """Serialise an event as compact UTF-8 JSON."""
+    return event.model_dump_json().encode()
+
+
+def _load_object(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError("not_utf8", f"message is not UTF-8: {exc}") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DecodeError("not_json", f"message is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise DecodeError("not_object", "message must be a JSON object")
+    return obj
+
+
+def upcast(obj: dict[str, Any]) -> dict[str, Any]:
+    """Bring an event dict to its type's current schema version.
+
+    The version defaults to the current one when absent (hand-written input).
+    """
+    kind = obj.get("type")
+    if kind not in CURRENT_VERSIONS:
+        raise DecodeError("unknown_type", f"unknown event type {kind!r}")
+    current = CURRENT_VERSIONS[kind]
+    version = obj.get("schema_version", current)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= current:
+        raise DecodeError(
+            "unknown_version", f"{kind} schema_version {version!r} is not in 1..{current}"
+        )
+    while version < current:
+        obj = UPCASTERS[(kind, version)](obj)
+        version += 1
+    return {**obj, "schema_version": current}
+
+
+def _validate(model: Callable[[dict[str, Any]], M], obj: dict[str, Any]) -> M:
+    try:
+        return model(obj)
+    except ValidationError as exc:
+        raise DecodeError("invalid_fields", _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "(message)"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _decode_user_event(raw: bytes, kind: str, model: type[M]) -> M:
+    obj = _load_object(raw)
+    obj.setdefault("type", kind)
+    if obj["type"] != kind:
+        raise DecodeError("unknown_type", f"expected type {kind!r}, got {obj['type']!r}")
+    return _validate(model.model_validate, upcast(obj))
+
+
+def decode_turn(raw: bytes) -> Turn:
+    """Read a turn from `emgas.turns`; `type` and `schema_version` are optional."""
+    turn = _decode_user_event(raw, "turn", Turn)
+    if len(turn.text.encode()) > MAX_TEXT_BYTES:
+        raise DecodeError("text_too_long", f"text is over {MAX_TEXT_BYTES} bytes")
+    return turn
+
+
+def decode_query(raw: bytes) -> ActivationQuery:
+    """Read a query from `emgas.queries`; `type` and `schema_version` are optional."""
+    query = _decode_user_event(raw, "activation_query", ActivationQuery)
+    if query.text is None and not query.seeds:
+        raise DecodeError("invalid_fields", "a query needs `text` or `seeds`")
+    return query
+
+
+def decode_graph_event(raw: bytes) -> GraphEvent:
+    """Read a graph event (any schema version we ever wrote) in its current shape."""
+    return _validate(_GRAPH_EVENT.validate_python, upcast(_load_object(raw)))
+
+
+def decode_reply(raw: bytes) -> Reply:
+    return _validate(_REPLY.validate_python, upcast(_load_object(raw)))

@@ -1,0 +1,186 @@
+"""Event schemas: what travels on the topics.
+
+Every event is a frozen pydantic model with a `type` discriminator and a
+`schema_version`; timestamps are timezone-aware. The wire format is JSON
+(see `processors.codec` and the README). Limits here are the ones a client
+can rely on; reasons for rejecting input are reported with a code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, Union
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_ID_CHARS = 256
+MAX_TEXT_BYTES = 64 * 1024
+MAX_METADATA_ITEMS = 64
+# A Kafka topic name: at most 249 of [a-zA-Z0-9._-].
+TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+# Identifiers: no control characters (C0, DEL, C1), not blank.
+_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*\S[^\x00-\x1f\x7f-\x9f]*$"
+
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=_ID_PATTERN)
+]
+TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME_PATTERN)]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_BYTES, pattern=r"\S")]
+MetadataValue = Union[str, int, float, bool, None]
+
+
+class Event(BaseModel):
+    """Base of all events: frozen, strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Turn(Event):
+    """One conversation turn, published by users on `emgas.turns`.
+
+    `turn_id` is unique within `graph_id` and is the idempotency key:
+    a turn published twice changes the graph once.
+    """
+
+    type: Literal["turn"] = "turn"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    turn_id: Identifier
+    speaker: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS)]
+    text: Text
+    timestamp: AwareDatetime
+    session_id: Identifier | None = None
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=MAX_METADATA_ITEMS)
+
+
+class Concept(Event):
+    """A concept extracted from a text: normalised id, surface text, importance in (0, 1]."""
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    importance: float = Field(gt=0.0, le=1.0)
+
+
+class TurnIngested(Event):
+    """Graph event: a turn and the concepts extracted from it.
+
+    It carries everything needed to rebuild the graph, passage text
+    included, so replaying `emgas.graph-events` alone rebuilds a graph.
+    Its event time is the turn's `timestamp`.
+    """
+
+    type: Literal["turn_ingested"] = "turn_ingested"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    turn_id: Identifier
+    speaker: str
+    text: str
+    timestamp: AwareDatetime
+    session_id: str | None = None
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    language: str
+    extractor: str
+    concepts: tuple[Concept, ...]
+
+
+GraphEvent = Annotated[Union[TurnIngested], Field(discriminator="type")]
+
+
+class QueryParams(Event):
+    """Spreading-activation parameters; any left out take the worker's defaults."""
+
+    firing_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    propagation_decay: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_iterations: int | None = Field(default=None, ge=1, le=50)
+    epsilon: float | None = Field(default=None, ge=0.0, le=1.0)
+    top_concepts: int | None = Field(default=None, ge=1, le=1000)
+    top_passages: int | None = Field(default=None, ge=1, le=1000)
+
+
+class ActivationQuery(Event):
+    """A retrieval request on `emgas.queries`, answered on `reply_to`.
+
+    Seeds come from `text` (extracted like a turn) and/or `seeds`
+    (explicit concept ids or surface forms); at least one must be given.
+    """
+
+    type: Literal["activation_query"] = "activation_query"
+    schema_version: Literal[1] = 1
+    request_id: Identifier
+    graph_id: Identifier
+    text: Text | None = None
+    seeds: tuple[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)], ...] = Field(
+        default=(), max_length=256
+    )
+    reply_to: TopicName = "emgas.replies"
+    params: QueryParams = QueryParams()
+
+
+class RankedConcept(Event):
+    id: str
+    text: str
+    activation: float
+    score: float
+
+
+class RankedPassage(Event):
+    turn_id: str
+    speaker: str
+    text: str
+    timestamp: datetime
+    score: float
+
+
+class GraphStats(Event):
+    """How much of the graph the answer saw: a client can wait on these."""
+
+    turns: int
+    concepts: int
+
+
+class Timings(Event):
+    """Milliseconds spent by the worker on each stage of a query."""
+
+    extract_ms: float
+    spread_ms: float
+    rank_ms: float
+    total_ms: float
+
+
+class ActivationReply(Event):
+    type: Literal["activation_reply"] = "activation_reply"
+    schema_version: Literal[1] = 1
+    request_id: str
+    graph_id: str
+    seeds: tuple[str, ...]
+    concepts: tuple[RankedConcept, ...]
+    passages: tuple[RankedPassage, ...]
+    iterations: int
+    stats: GraphStats
+    timings: Timings
+
+
+class ErrorReply(Event):
+    type: Literal["error_reply"] = "error_reply"
+    schema_version: Literal[1] = 1
+    request_id: str | None
+    graph_id: str | None
+    code: str
+    message: str
+
+
+Reply = Annotated[Union[ActivationReply, ErrorReply], Field(discriminator="type")]
+
+
+class DeadLetter(Event):
+    """What `emgas.dlq` holds: the original bytes and why they were refused."""
+
+    type: Literal["dead_letter"] = "dead_letter"
+    schema_version: Literal[1] = 1
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    message: str
+    key_b64: str | None
+    value_b64: str

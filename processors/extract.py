@@ -1,0 +1,161 @@
+"""Concept extraction: text -> concepts (normalised id, surface text, importance).
+
+Space-delimited languages go through YAKE (unsupervised, one pass) and
+simplemma lemmatisation; Chinese, which has no spaces, goes through jieba's
+TF-IDF keyword mode. The language is chosen per text.
+
+Near-duplicate n-grams are collapsed to a minimal cover: a multi-word
+candidate that contains another candidate ("kafka consumer lag" contains
+"consumer lag") is dropped, and its importance is handed to the contained
+one, so the graph gets one node per idea and queries for either part hit.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from functools import lru_cache
+from importlib.metadata import version as _version
+
+import jieba
+import jieba.analyse
+import simplemma
+import yake
+from pydantic import BaseModel, ConfigDict, Field
+
+from processors.events import Concept
+
+_TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
+_JIEBA_POS = ("n", "nr", "ns", "nt", "nz", "nw", "vn", "eng", "an", "l", "i")
+jieba.setLogLevel(logging.WARNING)
+
+
+class ExtractionParams(BaseModel):
+    """Knobs of extraction; part of the extractor's identity (see `extractor_id`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_concepts: int = Field(default=12, ge=1, le=100)
+    max_ngram: int = Field(default=3, ge=1, le=5)
+    # importance = 1 / (1 + yake_score / yake_score_scale): YAKE scores are
+    # "lower is better", ~0.01 for a strong keyword and ~1 for a weak one.
+    yake_score_scale: float = Field(default=0.1, gt=0)
+    default_language: str = "en"
+    # Share of CJK characters among letters above which a text is Chinese.
+    cjk_ratio: float = Field(default=0.3, ge=0, le=1)
+
+
+def extractor_id(params: ExtractionParams) -> str:
+    """A tag naming the extractor and its parameters, stored in every graph event."""
+    return (
+        f"yake-{_version('yake')}+simplemma-{_version('simplemma')}+jieba-{_version('jieba')}"
+        f"/n{params.max_ngram}k{params.max_concepts}s{params.yake_score_scale}"
+    )
+
+
+def detect_language(text: str, params: ExtractionParams) -> str:
+    """'zh' when CJK characters make up more than `cjk_ratio` of the letters."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return params.default_language
+    cjk = sum(1 for ch in letters if _is_cjk(ch))
+    return "zh" if cjk / len(letters) > params.cjk_ratio else params.default_language
+
+
+def _is_cjk(ch: str) -> bool:
+    return "CJK" in unicodedata.name(ch, "")
+
+
+def normalise(phrase: str, language: str) -> str:
+    """Concept id: lower-cased lemmas joined by single spaces ("Consumers" -> "consumer")."""
+    tokens = _TOKEN.findall(phrase.lower())
+    lang = "en" if language == "zh" else language
+    return " ".join(simplemma.lemmatize(t, lang=lang).lower() for t in tokens)
+
+
+def extract(text: str, params: ExtractionParams, language: str | None = None) -> tuple[Concept, ...]:
+    """Concepts of one text, most important first (ties by id: deterministic)."""
+    language = language or detect_language(text, params)
+    if language == "zh":
+        scored = _jieba_candidates(text, params)
+    else:
+        scored = _yake_candidates(text, language, params)
+    return _minimal_cover(scored)[: params.max_concepts]
+
+
+def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
+    """Seed candidates of a query: its concept ids, then each of their words.
+
+    A query phrase ("kafka consumer") may not be a node while its words
+    are; trying both keeps recall without inventing concepts.
+    """
+    language = detect_language(text, params)
+    ids = [c.id for c in extract(text, params, language)]
+    words = [w for cid in ids for w in cid.split(" ") if " " in cid]
+    if language == "zh":
+        words += [normalise(w, language) for w in jieba.lcut(text) if len(w.strip()) > 1]
+    return tuple(dict.fromkeys(x for x in ids + words if x))
+
+
+@lru_cache(maxsize=16)
+def _yake(language: str, max_ngram: int, top: int) -> yake.KeywordExtractor:
+    return yake.KeywordExtractor(lan=language, n=max_ngram, dedupLim=0.9, top=top)
+
+
+def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list[Concept]:
+    extractor = _yake(language, params.max_ngram, params.max_concepts * 3)
+    stopwords = extractor.stopword_set
+    out = []
+    for surface, score in extractor.extract_keywords(text):
+        cid = normalise(surface, language)
+        words = cid.split(" ")
+        if not cid or any(w in stopwords or w.isdigit() or len(w) < 2 for w in words):
+            continue
+        importance = 1.0 / (1.0 + float(score) / params.yake_score_scale)
+        out.append(Concept(id=cid, text=surface, importance=_clamp(importance)))
+    return out
+
+
+def _jieba_candidates(text: str, params: ExtractionParams) -> list[Concept]:
+    tags = jieba.analyse.extract_tags(
+        text, topK=params.max_concepts * 2, withWeight=True, allowPOS=_JIEBA_POS
+    )
+    if not tags:
+        return []
+    top = max(weight for _, weight in tags)
+    out = []
+    for word, weight in tags:
+        cid = normalise(word, "zh") if word.isascii() else word.strip().lower()
+        if len(cid) < 2 or cid.isdigit():
+            continue
+        out.append(Concept(id=cid, text=word, importance=_clamp(weight / top)))
+    return out
+
+
+def _clamp(x: float) -> float:
+    return min(1.0, max(1e-6, x))
+
+
+def _minimal_cover(candidates: list[Concept]) -> tuple[Concept, ...]:
+    """Merge equal ids (keep the best importance) and drop n-grams containing another."""
+    best: dict[str, Concept] = {}
+    for c in candidates:
+        if c.id not in best or c.importance > best[c.id].importance:
+            best[c.id] = c
+    importance = {cid: c.importance for cid, c in best.items()}
+    kept = []
+    for cid in best:
+        parts = [other for other in best if other != cid and _contains(cid, other)]
+        if parts:
+            for part in parts:
+                importance[part] = max(importance[part], importance[cid])
+        else:
+            kept.append(cid)
+    concepts = [best[cid].model_copy(update={"importance": importance[cid]}) for cid in kept]
+    return tuple(sorted(concepts, key=lambda c: (-c.importance, c.id)))
+
+
+def _contains(longer: str, shorter: str) -> bool:
+    """Does the word sequence `longer` contain `shorter` as contiguous words?"""
+    return f" {shorter} " in f" {longer} "

@@ -1,0 +1,9 @@
+"""Errors raised by the state layer."""
+
+
+class StateError(Exception):
+    """Root of every error raised by `state`."""
+
+
+class StoreClosed(StateError):
+    """The store was used after `close()`."""

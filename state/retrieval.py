@@ -1,0 +1,91 @@
+"""Answering an activation query from a partition's state (reads only).
+
+Serving a query writes nothing: reinforcement by retrieval, when it comes,
+is an event in the log like every other change.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from processors.activation import (
+    ActivationParams,
+    concept_scores,
+    rank_passages,
+    spread,
+    top_concepts,
+)
+from processors.errors import QueryError
+from processors.events import (
+    ActivationQuery,
+    ActivationReply,
+    GraphStats,
+    RankedConcept,
+    RankedPassage,
+    Timings,
+)
+from processors.extract import ExtractionParams, normalise, query_seeds
+from state.projector import PartitionState
+from state.view import GraphView
+
+Clock = Callable[[], float]  # seconds, monotonic
+
+
+def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:
+    """Concept ids of the query's seeds that exist in the graph, in query order."""
+    candidates = list(query_seeds(query.text, extraction)) if query.text else []
+    for seed in query.seeds:
+        candidates += [seed, normalise(seed, "en")]
+    return [cid for cid in dict.fromkeys(candidates) if cid in view.index]
+
+
+def answer(
+    state: PartitionState,
+    query: ActivationQuery,
+    defaults: ActivationParams,
+    extraction: ExtractionParams,
+    clock: Clock,
+) -> ActivationReply:
+    """Spread activation from the query's seeds; return ranked concepts and passages."""
+    started = clock()
+    view = state.views.get(query.graph_id)
+    if view is None:
+        raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
+    params = defaults.overridden_by(query.params)
+    seeds = seed_ids(view, query, extraction)
+    extracted = clock()
+    activation, iterations = spread(
+        view.size, [view.index[s] for s in seeds], view.neighbours(params.weight, params.fan), params
+    )
+    spread_done = clock()
+    scores = concept_scores(activation, view.specificity(), params.hub_floor)
+    top = top_concepts(scores, activation, params.top_concepts)
+    ranked = rank_passages(((scores[i], view.passage_ids[i]) for i in top), params.top_passages)
+    passages = state.repo.passages(query.graph_id, [pid for pid, _ in ranked])
+    finished = clock()
+    return ActivationReply(
+        request_id=query.request_id,
+        graph_id=query.graph_id,
+        seeds=tuple(seeds),
+        concepts=tuple(
+            RankedConcept(id=view.ids[i], text=view.texts[i], activation=float(activation[i]), score=float(scores[i]))
+            for i in top
+        ),
+        passages=tuple(
+            RankedPassage(
+                turn_id=pid, speaker=passages[pid].speaker, text=passages[pid].text,
+                timestamp=passages[pid].timestamp, score=score,
+            )
+            for pid, score in ranked
+        ),
+        iterations=iterations,
+        stats=GraphStats(turns=view.turns, concepts=view.size),
+        timings=Timings(
+            extract_ms=_ms(started, extracted), spread_ms=_ms(extracted, spread_done),
+            rank_ms=_ms(spread_done, finished), total_ms=_ms(started, finished),
+        ),
+    )
+
+
+def _ms(a: float, b: float) -> float:
+    return round((b - a) * 1000.0, 3)

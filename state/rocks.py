@@ -1,0 +1,50 @@
+"""RocksDB `PartitionStore` through rocksdict (raw bytes mode, WriteBatch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from rocksdict import Options, Rdict, WriteBatch
+
+from state.errors import StoreClosed
+from state.store import Batch, PartitionStore
+
+
+class RocksStore(PartitionStore):
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        self._db: Rdict | None = Rdict(str(path), options)
+
+    def _open(self) -> Rdict:
+        if self._db is None:
+            raise StoreClosed("rocksdb store is closed")
+        return self._db
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._open().get(key)
+
+    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        return list(self._open()[list(keys)]) if keys else []
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for key, value in self._open().items(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            yield key, value
+
+    def write(self, batch: Batch) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for key, value in batch.items():
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+        self._open().write(wb)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -1,0 +1,36 @@
+"""The storage interface: an ordered byte-key store with atomic batches.
+
+One store holds one partition's state (all graphs whose key hashes to it,
+plus the log position that state reflects). Two implementations pass the
+same contract suite (`tests/contract/test_store_contract.py`):
+`MemoryStore` and `RocksStore`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Iterator, Mapping, Sequence
+
+# A batch: key -> new value, or None to delete the key.
+Batch = Mapping[bytes, bytes | None]
+
+
+class PartitionStore(ABC):
+    """Ordered bytes -> bytes; `write` applies a whole batch atomically."""
+
+    @abstractmethod
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return [self.get(k) for k in keys]
+
+    @abstractmethod
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with `prefix`, in ascending key order."""
+
+    @abstractmethod
+    def write(self, batch: Batch) -> None:
+        """Apply every put and delete of `batch`, all or none."""
+
+    @abstractmethod
+    def close(self) -> None: ...

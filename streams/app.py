@@ -1,0 +1,134 @@
+"""The Faust app and its three thin agents.
+
+- `extract`:  emgas.turns        -> concept extraction -> emgas.graph-events
+- `apply`:    emgas.graph-events -> the fold (`state.projector`) -> local state
+- `serve`:    emgas.queries      -> spreading activation -> the query's reply_to
+
+`emgas.graph-events` and `emgas.queries` have the same partition count and
+key (graph_id, murmur2), and Faust's assignor gives partition p of both to
+one worker, so a query meets the state of its graph. Agents decode, call
+the core, persist, emit; input that cannot be decoded goes to emgas.dlq.
+Delivery is at-least-once; the projector makes applying idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import faust
+
+from processors.codec import decode_graph_event, decode_query, decode_turn, encode
+from processors.errors import DecodeError, QueryError
+from processors.events import ActivationQuery, ErrorReply, TurnIngested
+from processors.extract import detect_language, extract, extractor_id
+from state.retrieval import answer
+from streams.dlq import dead_letter
+from streams.faust_transport import App
+from streams.partitions import PartitionStates
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings) -> faust.App:
+    """Build the worker's Faust app from the settings (no module-level app)."""
+    data_dir = settings.worker_data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    app = App(
+        settings.app_id,
+        broker=f"kafka://{settings.bootstrap_servers()}",
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        datadir=str(data_dir / "faust"),
+        topic_allow_declare=False,  # topics are created up front (streams.topics)
+        topic_disable_leader=True,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        broker_check_crcs=False,  # the mock cluster writes CRC 0 on control batches
+        consumer_auto_offset_reset="earliest",
+        web_bind=settings.web_host,
+        web_port=settings.web_port,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    states = PartitionStates(data_dir / "state", settings.graph)
+    _register_agents(app, settings, states)
+    return app
+
+
+def _topic(app: faust.App, name: str, partitions: int) -> Any:
+    return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
+
+
+def _register_agents(app: faust.App, settings: Settings, states: PartitionStates) -> None:
+    turns = _topic(app, settings.turns_topic, settings.turn_partitions)
+    graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
+    queries = _topic(app, settings.queries_topic, settings.partitions)
+    extractor = extractor_id(settings.extraction)
+
+    async def to_dlq(message: Any, err: DecodeError) -> None:
+        log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
+        await app.producer.send_and_wait(
+            settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
+        )
+
+    @app.agent(turns, name="extract")
+    async def extract_turns(stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                turn = decode_turn(event.message.value)
+            except DecodeError as err:
+                await to_dlq(event.message, err)
+                continue
+            language = detect_language(turn.text, settings.extraction)
+            ingested = TurnIngested(
+                **turn.model_dump(exclude={"type", "schema_version"}),
+                language=language,
+                extractor=extractor,
+                concepts=extract(turn.text, settings.extraction, language),
+            )
+            await app.producer.send_and_wait(
+                settings.graph_events_topic, turn.graph_id.encode(), encode(ingested), None, None, None
+            )
+
+    @app.agent(graph_events, name="apply")
+    async def apply_events(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                graph_event = decode_graph_event(message.value)
+            except DecodeError as err:
+                await to_dlq(message, err)
+                continue
+            states.get(message.partition).apply(graph_event, message.offset)
+
+    @app.agent(queries, name="serve")
+    async def serve_queries(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                query = decode_query(message.value)
+            except DecodeError as err:
+                await to_dlq(message, err)
+                continue
+            reply = _answer(states, message.partition, query, settings)
+            await app.producer.send_and_wait(
+                query.reply_to, query.request_id.encode(), encode(reply), None, None, None
+            )
+
+
+def _answer(states: PartitionStates, partition: int, query: ActivationQuery, settings: Settings) -> Any:
+    state = states.existing(partition)
+    try:
+        if state is None:
+            raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
+        return answer(state, query, settings.activation, settings.extraction, time.perf_counter)
+    except QueryError as err:
+        return ErrorReply(request_id=query.request_id, graph_id=query.graph_id, code=err.code, message=err.message)
+    except Exception as exc:  # a bug must not kill the agent or leave a client hanging
+        log.exception("query %s failed", query.request_id)
+        return ErrorReply(
+            request_id=query.request_id, graph_id=query.graph_id, code="internal_error",
+            message=f"{type(exc).__name__}: {exc}",
+        )

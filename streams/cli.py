@@ -1,0 +1,176 @@
+"""The `emgas` command line: demo, broker, worker, publish, query.
+
+The only entry point: it builds the settings once and hands them down.
+Expected failures (no broker, bad input, timeouts) print one clear line
+on stderr and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from processors.codec import decode_turn
+from processors.errors import CoreError, DecodeError
+from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, Turn
+from streams.client import MemoryClient
+from streams.errors import InputFileError, StreamsError
+from streams.settings import Settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings()
+        return args.func(settings, args) or 0
+    except (StreamsError, CoreError) as exc:
+        print(f"emgas: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="emgas", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="embedded broker + worker, sample conversation, queries")
+    demo.add_argument("--rounds", type=int, default=20, help="query repetitions for latency figures")
+    demo.add_argument("--json-out", type=Path, help="write the measured figures here as JSON")
+    demo.set_defaults(func=_demo)
+
+    broker = sub.add_parser("broker", help="run the embedded broker in the foreground")
+    broker.add_argument("--brokers", type=int, default=1, help="brokers in the mock cluster")
+    broker.set_defaults(func=_broker)
+
+    worker = sub.add_parser("worker", help="run a worker against the configured broker")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.set_defaults(func=_worker)
+
+    publish = sub.add_parser("publish", help="publish turns from a JSON-lines file")
+    publish.add_argument("file", type=Path, help="one Turn JSON object per line ('-' = stdin)")
+    publish.set_defaults(func=_publish)
+
+    query = sub.add_parser("query", help="ask an activation query and print the reply")
+    query.add_argument("--graph", required=True, help="graph_id to query")
+    query.add_argument("text", nargs="?", help="query text (concepts are extracted from it)")
+    query.add_argument("--seed", action="append", default=[], help="explicit seed concept (repeatable)")
+    query.add_argument("--json", action="store_true", help="print the raw reply JSON")
+    query.add_argument("--timeout", type=float, help="seconds to wait for the reply")
+    for name in QueryParams.model_fields:
+        query.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name))
+    query.set_defaults(func=_query)
+    return parser
+
+
+def _number_type(name: str) -> Any:
+    return int if name in {"max_iterations", "top_concepts", "top_passages"} else float
+
+
+def _broker(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.local import remove_broker_file, start_embedded, write_broker_file
+
+    cluster = start_embedded(settings, brokers=args.brokers)
+    write_broker_file(settings, cluster)
+    print(f"embedded broker (librdkafka mock cluster) on {cluster.bootstrap_servers}", flush=True)
+    print(f"bootstrap servers written to {settings.broker_file}; Ctrl-C to stop", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    remove_broker_file(settings, cluster)
+    cluster.close()
+    return 0
+
+
+def _worker(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    run_worker(settings, loglevel=args.loglevel.upper())
+    return 0
+
+
+def read_turns(path: Path) -> list[Turn]:
+    """Turns from a JSON-lines file; InputFileError names the first bad line."""
+    try:
+        lines = sys.stdin.read().splitlines() if str(path) == "-" else path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"cannot read {path}: {exc}") from None
+    turns = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            turns.append(decode_turn(line.encode()))
+        except DecodeError as err:
+            raise InputFileError(f"{path}:{number}: {err}") from None
+    return turns
+
+
+def _publish(settings: Settings, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    turns = read_turns(args.file)
+
+    async def run() -> None:
+        async with MemoryClient(settings) as client:
+            with tqdm(total=len(turns), unit="turn", desc="publish") as bar:
+                for start in range(0, len(turns), 500):
+                    chunk = turns[start : start + 500]
+                    bar.update(await client.publish(chunk))
+
+    asyncio.run(run())
+    print(f"published {len(turns)} turns to {settings.turns_topic}")
+    return 0
+
+
+def _query(settings: Settings, args: argparse.Namespace) -> int:
+    if not args.text and not args.seed:
+        raise InputFileError("give a query text or at least one --seed")
+    params = QueryParams(**{n: getattr(args, n) for n in QueryParams.model_fields if getattr(args, n) is not None})
+
+    async def run() -> Reply:
+        async with MemoryClient(settings) as client:
+            return await client.ask(args.graph, args.text, tuple(args.seed), params, args.timeout)
+
+    reply = asyncio.run(run())
+    if args.json:
+        print(reply.model_dump_json())
+    else:
+        print(format_reply(reply))
+    return 1 if isinstance(reply, ErrorReply) else 0
+
+
+def format_reply(reply: Reply) -> str:
+    """A human-readable rendering of a reply."""
+    if isinstance(reply, ErrorReply):
+        return f"error {reply.code}: {reply.message}"
+    assert isinstance(reply, ActivationReply)
+    lines = [
+        f"seeds: {', '.join(reply.seeds) or '(none found in the graph)'}"
+        f"   [{reply.iterations} iterations, {reply.timings.total_ms:.2f} ms in the worker,"
+        f" graph of {reply.stats.concepts} concepts / {reply.stats.turns} turns]",
+        "concepts: " + ", ".join(f"{c.text} ({c.activation:.3f})" for c in reply.concepts),
+    ]
+    for p in reply.passages:
+        lines.append(f"  {p.score:6.3f}  [{p.turn_id}] {p.speaker}: {p.text}")
+    return "\n".join(lines)
+
+
+def _demo(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.demo import run_demo
+
+    figures = run_demo(settings, rounds=args.rounds)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

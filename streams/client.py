@@ -1,0 +1,136 @@
+"""A Python client: publish turns, ask activation queries and await replies.
+
+Plain aiokafka (murmur2 key partitioning, like the Java client), so it
+behaves like any other Kafka client. Replies are read from every partition
+of the reply topic by manual assignment (no consumer group, no rebalance
+wait) and matched to requests by `request_id`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Iterable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from processors.codec import decode_reply, encode
+from processors.errors import DecodeError
+from processors.events import ActivationQuery, QueryParams, Reply, Turn
+from streams.errors import BrokerError, QueryTimeout
+from streams.settings import Settings
+
+
+class MemoryClient:
+    """Use as `async with MemoryClient(settings) as client: ...`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._servers = settings.bootstrap_servers()
+        self._producer: AIOKafkaProducer | None = None
+        self._replies: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[str, asyncio.Future[Reply]] = {}
+
+    async def __aenter__(self) -> "MemoryClient":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=self._servers, acks="all", linger_ms=2)
+        try:
+            await asyncio.wait_for(self._producer.start(), self.settings.query_timeout_s)
+        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            await self._producer.stop()
+            self._producer = None
+            raise BrokerError(f"cannot reach Kafka at {self._servers}: {exc!r}") from None
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        if self._replies is not None:
+            await self._replies.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def publish(self, turns: Iterable[Turn]) -> int:
+        """Send turns to the turns topic, keyed by graph_id; waits for every ack."""
+        assert self._producer is not None, "client not started"
+        futures = [
+            await self._producer.send(self.settings.turns_topic, encode(t), key=t.graph_id.encode())
+            for t in turns
+        ]
+        await asyncio.gather(*futures)
+        return len(futures)
+
+    async def ask(
+        self,
+        graph_id: str,
+        text: str | None = None,
+        seeds: tuple[str, ...] = (),
+        params: QueryParams | None = None,
+        timeout_s: float | None = None,
+    ) -> Reply:
+        """Send an activation query and wait for its reply (QueryTimeout if none comes)."""
+        assert self._producer is not None, "client not started"
+        await self._listen()
+        query = ActivationQuery(
+            request_id=uuid.uuid4().hex, graph_id=graph_id, text=text, seeds=seeds,
+            reply_to=self.settings.replies_topic, params=params or QueryParams(),
+        )
+        waiter = self._pending[query.request_id] = asyncio.get_running_loop().create_future()
+        timeout = timeout_s or self.settings.query_timeout_s
+        try:
+            await self._producer.send_and_wait(
+                self.settings.queries_topic, encode(query), key=graph_id.encode()
+            )
+            return await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            raise QueryTimeout(
+                f"no reply to query {query.request_id} for graph {graph_id!r} within {timeout:g} s "
+                "(is a worker running?)"
+            ) from None
+        finally:
+            self._pending.pop(query.request_id, None)
+
+    async def _listen(self) -> None:
+        """Start reading the reply topic from its current end (once)."""
+        if self._replies is not None:
+            return
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._servers, enable_auto_commit=False,
+            fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
+        )
+        await consumer.start()
+        topic = self.settings.replies_topic
+        await consumer.topics()  # refreshes metadata
+        partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            await consumer.stop()
+            raise BrokerError(f"reply topic {topic!r} does not exist")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:  # resolve positions now, so no reply sent after this is missed
+            await consumer.position(tp)
+        self._replies = consumer
+        self._reader = asyncio.create_task(self._read_replies(consumer))
+
+    async def _read_replies(self, consumer: AIOKafkaConsumer) -> None:
+        async for message in consumer:
+            try:
+                reply = decode_reply(message.value)
+            except DecodeError:
+                continue  # not ours to judge: another client's garbage
+            waiter = self._pending.get(reply.request_id or "")
+            if waiter is not None and not waiter.done():
+                waiter.set_result(reply)
+
+
+def turns_from_dicts(rows: Iterable[dict[str, Any]]) -> list[Turn]:
+    return [Turn.model_validate(row) for row in rows]

@@ -1,0 +1,164 @@
+"""`emgas demo`: the whole pipeline on the embedded broker, with figures.
+
+Starts the mock cluster in this process and a worker as a child process
+(`emgas worker`), publishes the built-in sample conversation (two graphs,
+English and Chinese, with a multi-hop link), waits until the worker has
+applied every turn, asks a handful of queries, prints the answers and
+measures ingest rate and query round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from processors.events import ActivationReply, Turn
+from streams.cli import format_reply, read_turns
+from streams.client import MemoryClient
+from streams.errors import QueryTimeout, StreamsError
+from streams.local import start_embedded
+from streams.settings import Settings
+
+DEMO_QUERIES: list[tuple[str, str]] = [
+    ("alice", "Can I bring my dog when I visit my sister?"),
+    ("alice", "Why does the Kafka consumer lag spike?"),
+    ("alice", "Who gave me the sourdough starter?"),
+    ("alice", "卑尔根的天气怎么样？"),
+    ("bob", "How is the marathon training going?"),
+]
+# A seed no concept id can equal (ids are lemmatised word characters):
+# asking it returns only the graph's stats.
+STATS_PROBE = "·"
+
+
+def demo_turns() -> list[Turn]:
+    path = resources.files("streams") / "data" / "demo.jsonl"
+    with resources.as_file(path) as file:
+        return read_turns(Path(file))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_worker(settings: Settings, log_path: Path, name: str = "worker-1") -> subprocess.Popen[bytes]:
+    """`emgas worker` as a child process on the given broker, home and a free web port."""
+    env = {
+        **os.environ,
+        "EMGAS_BROKER": settings.bootstrap_servers(),
+        "EMGAS_HOME": str(settings.home),
+        "EMGAS_WORKER_NAME": name,
+        "EMGAS_WEB_PORT": str(_free_port()),
+    }
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+
+
+def stop_worker(worker: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadline_s: float) -> None:
+    """Poll each graph's stats until it has applied `expected[graph]` turns."""
+    deadline = time.monotonic() + deadline_s
+    for graph, count in expected.items():
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise QueryTimeout(f"graph {graph!r} did not reach {count} turns in {deadline_s:g} s")
+            try:
+                reply = await client.ask(graph, seeds=(STATS_PROBE,), timeout_s=min(remaining, 5.0))
+            except QueryTimeout:
+                continue
+            if isinstance(reply, ActivationReply) and reply.stats.turns >= count:
+                break
+            await asyncio.sleep(0.05)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def _session(settings: Settings, rounds: int) -> dict[str, Any]:
+    turns = demo_turns()
+    expected: dict[str, int] = {}
+    for t in turns:
+        expected[t.graph_id] = expected.get(t.graph_id, 0) + 1
+    async with MemoryClient(settings) as client:
+        # Wait for the worker to own its partitions before timing anything.
+        await wait_for_turns(client, {g: 0 for g in expected}, deadline_s=120)
+        started = time.perf_counter()
+        await client.publish(turns)
+        await wait_for_turns(client, expected, deadline_s=120)
+        ingest_s = time.perf_counter() - started
+        print(f"ingested {len(turns)} turns for {len(expected)} graphs in {ingest_s:.2f} s "
+              f"({len(turns) / ingest_s:.0f} turns/s, publish to applied)\n")
+        round_trips: list[float] = []
+        worker_ms: list[float] = []
+        for graph, text in DEMO_QUERIES:
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                reply = await client.ask(graph, text)
+                round_trips.append((time.perf_counter() - t0) * 1000)
+                if isinstance(reply, ActivationReply):
+                    worker_ms.append(reply.timings.total_ms)
+            print(f"[{graph}] {text}\n{format_reply(reply)}\n")
+    figures = {
+        "turns": len(turns),
+        "ingest_seconds": round(ingest_s, 3),
+        "ingest_turns_per_s": round(len(turns) / ingest_s, 1),
+        "queries": len(round_trips),
+        "round_trip_ms_p50": round(_percentile(round_trips, 0.50), 2),
+        "round_trip_ms_p99": round(_percentile(round_trips, 0.99), 2),
+        "worker_ms_p50": round(_percentile(worker_ms, 0.50), 3),
+        "worker_ms_p99": round(_percentile(worker_ms, 0.99), 3),
+    }
+    print(
+        f"query round trip over {len(round_trips)} queries: p50 {figures['round_trip_ms_p50']} ms, "
+        f"p99 {figures['round_trip_ms_p99']} ms (worker time p50 {figures['worker_ms_p50']} ms, "
+        f"mean {statistics.mean(worker_ms):.3f} ms)"
+    )
+    return figures
+
+
+def run_demo(settings: Settings, rounds: int = 20) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="emgas-demo-"))
+    cluster = start_embedded(settings)
+    demo = settings.model_copy(update={"broker": cluster.bootstrap_servers, "home": home})
+    print(f"embedded broker on {cluster.bootstrap_servers}; starting a worker (log: {home / 'worker.log'})")
+    worker = start_worker(demo, home / "worker.log")
+    try:
+        figures = asyncio.run(_session(demo, rounds))
+    except StreamsError as exc:
+        crashed = worker.poll() is not None
+        stop_worker(worker)
+        cluster.close()
+        why = f"the worker exited with {worker.returncode}" if crashed else str(exc)
+        raise StreamsError(f"demo failed: {why}; worker log kept in {home / 'worker.log'}") from None
+    stop_worker(worker)
+    cluster.close()
+    shutil.rmtree(home, ignore_errors=True)
+    return figures

@@ -1,0 +1,21 @@
+"""Errors raised by the Kafka adapters, the client and the CLI."""
+
+
+class StreamsError(Exception):
+    """Root of every error raised by `streams`."""
+
+
+class BrokerError(StreamsError):
+    """The broker cannot be started, reached or used."""
+
+
+class ConfigError(StreamsError):
+    """The settings are incomplete or inconsistent."""
+
+
+class QueryTimeout(StreamsError):
+    """No reply arrived for a query within its deadline."""
+
+
+class InputFileError(StreamsError):
+    """A file given to the CLI cannot be read as the expected JSON lines."""

@@ -1,0 +1,86 @@
+"""The one settings object (pydantic-settings, `EMGAS_*` environment variables).
+
+Built once by the entry point and passed down; nothing else reads the
+environment. Nested parameters use `__`, e.g.
+`EMGAS_ACTIVATION__PROPAGATION_DECAY=0.6`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from processors.activation import ActivationParams
+from processors.extract import ExtractionParams
+from processors.graph import GraphParams
+from streams.embedded import TopicSpec
+from streams.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True)
+
+    # Comma-separated host:port list, `kafka://` prefix optional. Unset: the
+    # embedded broker's file (written by `emgas broker`) under `home`.
+    broker: str | None = None
+    home: Path = Field(default_factory=lambda: Path.home() / ".emgas")
+    data_dir: Path | None = None  # default: home/data/<worker name>
+    worker_name: str = "worker-1"
+    app_id: str = "emgas"
+
+    partitions: int = Field(default=8, ge=1, le=1024)  # graph-events and queries (co-partitioned)
+    turn_partitions: int = Field(default=8, ge=1, le=1024)
+    reply_partitions: int = Field(default=4, ge=1, le=1024)
+    replication_factor: int = Field(default=1, ge=1)
+    turns_topic: str = "emgas.turns"
+    graph_events_topic: str = "emgas.graph-events"
+    queries_topic: str = "emgas.queries"
+    replies_topic: str = "emgas.replies"
+    dlq_topic: str = "emgas.dlq"
+
+    # Longest time the broker may hold an idle fetch. The mock cluster holds
+    # it the full time even when data arrives, so keep it short there.
+    fetch_max_wait_ms: int = Field(default=10, ge=1, le=5000)
+    session_timeout_s: float = Field(default=6.0, gt=0)
+    heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    query_timeout_s: float = Field(default=10.0, gt=0)
+
+    extraction: ExtractionParams = ExtractionParams()
+    activation: ActivationParams = ActivationParams()
+    graph: GraphParams = GraphParams()
+
+    @property
+    def broker_file(self) -> Path:
+        return self.home / "broker.json"
+
+    @property
+    def worker_data_dir(self) -> Path:
+        return self.data_dir or self.home / "data" / self.worker_name
+
+    def bootstrap_servers(self) -> str:
+        """`host:port,host:port` of the broker to use; ConfigError if none is known."""
+        if self.broker:
+            servers = [s.strip().removeprefix("kafka://") for s in self.broker.split(",")]
+            return ",".join(s for s in servers if s)
+        try:
+            return json.loads(self.broker_file.read_text())["bootstrap_servers"]
+        except (OSError, ValueError, KeyError):
+            raise ConfigError(
+                f"no broker configured: set EMGAS_BROKER=host:port, or start one with "
+                f"`emgas broker` (it writes {self.broker_file})"
+            ) from None
+
+    def topics(self) -> list[TopicSpec]:
+        """Every topic the system uses, with its partition count."""
+        return [
+            TopicSpec(self.turns_topic, self.turn_partitions),
+            TopicSpec(self.graph_events_topic, self.partitions),
+            TopicSpec(self.queries_topic, self.partitions),
+            TopicSpec(self.replies_topic, self.reply_partitions),
+            TopicSpec(self.dlq_topic, 1),
+        ]

@@ -1,0 +1,21 @@
+"""`emgas worker`: create topics if needed, then run the Faust worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import faust
+
+from streams.app import create_app
+from streams.settings import Settings
+from streams.topics import ensure_topics
+
+
+def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
+    """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
+    asyncio.run(ensure_topics(settings))
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    logging.getLogger("faust").setLevel(getattr(logging, loglevel))
+    worker.execute_from_commandline()
