@@ -106,13 +106,15 @@ class MemoryClient:
             bootstrap_servers=self._servers, enable_auto_commit=False,
             fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
         )
-        await consumer.start()
         topic = self.settings.replies_topic
-        await consumer.topics()  # refreshes metadata
-        partitions = consumer.partitions_for_topic(topic) or set()
-        if not partitions:
-            await consumer.stop()
-            raise BrokerError(f"reply topic {topic!r} does not exist")
+        assert self._producer is not None
+        try:
+            partitions = await asyncio.wait_for(
+                self._producer.partitions_for(topic), self.settings.query_timeout_s
+            )
+        except (KafkaError, asyncio.TimeoutError):
+            raise BrokerError(f"reply topic {topic!r} does not exist") from None
+        await consumer.start()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_end(*tps)
