@@ -19,7 +19,7 @@ MAX_METADATA_ITEMS = 64
 # A Kafka topic name: at most 249 of [a-zA-Z0-9._-].
 TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 # Identifiers: no control characters (C0, DEL, C1), not blank.
-_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*\S[^\x00-\x1f\x7f-\x9f]*$"
+_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
 
 Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=_ID_PATTERN)

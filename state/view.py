@@ -93,6 +93,9 @@ class GraphView:
 
         return weighted
 
+    def ids_of(self, indices: np.ndarray) -> list[str]:
+        return [self.ids[int(i)] for i in indices]
+
     def specificity(self) -> np.ndarray:
         return specificity(self.counts, float(self.turns))
 

@@ -1,0 +1,15 @@
+"""Builders shared by the tests."""
+
+from datetime import datetime, timedelta, timezone
+
+from processors.events import Concept, TurnIngested
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def ingested(graph: str, turn: str, concepts: dict[str, float], minute: int = 0, text: str | None = None) -> TurnIngested:
+    return TurnIngested(
+        graph_id=graph, turn_id=turn, speaker="user", text=text or " ".join(concepts),
+        timestamp=T0 + timedelta(minutes=minute), language="en", extractor="test",
+        concepts=tuple(Concept(id=c, text=c.title(), importance=i) for c, i in concepts.items()),
+    )

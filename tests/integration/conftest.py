@@ -1,0 +1,22 @@
+"""A live pipeline for integration tests: embedded broker + one worker process."""
+
+import pytest
+
+from streams.demo import start_worker, stop_worker
+from streams.local import start_embedded
+from streams.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """Settings pointing at a running embedded broker with a worker attached."""
+    home = tmp_path_factory.mktemp("emgas-home")
+    base = Settings(home=home)
+    cluster = start_embedded(base)
+    settings = base.model_copy(update={"broker": cluster.bootstrap_servers})
+    worker = start_worker(settings, home / "worker.log")
+    yield settings
+    stop_worker(worker)
+    cluster.close()
+    if worker.returncode not in (0, -15):
+        print((home / "worker.log").read_text()[-5000:])

@@ -1,0 +1,58 @@
+"""Concept extraction: lemmatisation, n-gram dedup, Chinese, determinism."""
+
+import pytest
+
+from processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
+
+P = ExtractionParams()
+
+
+@pytest.mark.parametrize(
+    ("phrase", "expected"),
+    [("Consumers", "consumer"), ("running", "run"), ("ran", "run"), ("Postgres Databases", "postgres database")],
+)
+def test_normalise_lemmatises_to_one_node(phrase, expected):
+    assert normalise(phrase, "en") == expected
+
+
+def test_overlapping_ngrams_collapse_to_minimal_cover():
+    text = "I've been debugging our Kafka consumer lag all morning; the Kafka consumer lag is bad."
+    ids = [c.id for c in extract(text, P)]
+    assert "kafka" in ids and "lag" in ids
+    assert "kafka consumer lag" not in ids
+    # no kept concept contains another as a run of words
+    assert not [(a, b) for a in ids for b in ids if a != b and f" {b} " in f" {a} "]
+
+
+def test_importance_in_unit_interval_and_ordered():
+    concepts = extract("Melanie painted a sunrise over the lake in Sweden last summer.", P)
+    assert concepts, "expected concepts"
+    assert all(0 < c.importance <= 1 for c in concepts)
+    assert [c.importance for c in concepts] == sorted((c.importance for c in concepts), reverse=True)
+
+
+def test_extraction_is_deterministic():
+    text = "Caroline went to the LGBTQ support group and felt accepted by everyone there."
+    assert extract(text, P) == extract(text, P)
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"), [("Hello there, friend", "en"), ("我最近在学习用Kafka做流处理", "zh"), ("123 !!", "en")]
+)
+def test_detect_language(text, lang):
+    assert detect_language(text, P) == lang
+
+
+def test_chinese_goes_through_jieba():
+    ids = [c.id for c in extract("我妹妹英格丽德在卑尔根研究鳕鱼，她说海洋研究所的工作很有意思。", P)]
+    assert "卑尔根" in ids and "鳕鱼" in ids
+
+
+def test_query_seeds_include_words_of_phrases():
+    seeds = query_seeds("Why does the Kafka consumer lag spike?", P)
+    assert "kafka" in seeds and "lag" in seeds
+
+
+def test_max_concepts_is_respected():
+    text = " ".join(f"Topic{i} alpha{i} beta{i} gamma{i}." for i in range(40))
+    assert len(extract(text, ExtractionParams(max_concepts=5))) <= 5
