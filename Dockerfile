@@ -1,0 +1,11 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY processors ./processors
+COPY state ./state
+COPY streams ./streams
+COPY replay ./replay
+RUN pip install --no-cache-dir .
+RUN useradd --create-home emgas && mkdir -p /var/lib/emgas && chown emgas /var/lib/emgas
+USER emgas
+CMD ["emgas", "worker"]

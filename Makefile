@@ -1,0 +1,27 @@
+# Two commands for a fresh machine (see README):  make demo   |   make test
+VENV ?= .venv
+PYTHON ?= python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test install kcat clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# The interop test drives kcat, a Kafka client no one here wrote (Debian package).
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
+
+demo: install
+	$(VENV)/bin/emgas demo
+
+test: install kcat
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

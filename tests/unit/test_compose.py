@@ -1,0 +1,48 @@
+"""docker-compose.yml cannot run here (no Docker engine): check its structure."""
+
+from pathlib import Path
+
+import yaml
+
+from streams.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_kafka_runs_in_kraft_mode_without_zookeeper():
+    services = COMPOSE["services"]
+    assert "zookeeper" not in services
+    kafka = services["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = kafka["environment"]
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f'{env["KAFKA_NODE_ID"]}@kafka:')
+    assert all(p.startswith("127.0.0.1:") for p in kafka["ports"])  # loopback only
+    assert "healthcheck" in kafka
+
+
+def test_worker_scales_and_points_at_kafka():
+    worker = COMPOSE["services"]["worker"]
+    assert "container_name" not in worker and "ports" not in worker  # --scale worker=N works
+    assert worker["build"] == "."
+    assert worker["depends_on"]["kafka"]["condition"] == "service_healthy"
+    env = worker["environment"]
+    listeners = COMPOSE["services"]["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    assert f"//{env['EMGAS_BROKER']}" in listeners
+    assert int(env["EMGAS_PARTITIONS"]) >= 1
+
+
+def test_worker_environment_names_real_settings():
+    fields = set(Settings.model_fields)
+    for name in COMPOSE["services"]["worker"]["environment"]:
+        assert name.startswith("EMGAS_")
+        assert name.removeprefix("EMGAS_").lower() in fields, name
+    Settings(**{k.removeprefix("EMGAS_").lower(): v for k, v in COMPOSE["services"]["worker"]["environment"].items()})
+
+
+def test_dockerfile_installs_every_package():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for package in ("processors", "state", "streams", "replay"):
+        assert f"COPY {package} ./{package}" in dockerfile
+    assert "pip install" in dockerfile
