@@ -4,7 +4,10 @@ Seeds start at activation 1.0, every other node at 0. Each iteration,
 every node whose activation exceeds the firing threshold F fires, and each
 neighbour j of a firing node i receives A[i] · W[i,j] · D. With `spend`,
 the firing node keeps A[i] · (1 − D) of its own activation (plus whatever
-it receives), which keeps energy from circulating forever. The update is
+it receives), which keeps energy from circulating forever. W is the edge
+weight (normalised PPMI by default) and, with `fan` on (ACT-R's fan effect,
+see `processors.association.outgoing_weights`), divided by the sum of the
+firing node's weights, so a node sends out exactly A·D. The update is
 synchronous (all reads from the previous iteration), so the result does not
 depend on the order nodes fire in. Spreading stops after `max_iterations`,
 when nothing fires, or when the total change Σ|A_new − A| < ε.

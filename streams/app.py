@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, AsyncIterator, Callable
 
 import faust
 
@@ -73,14 +73,19 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
         )
 
-    @app.agent(turns, name="extract")
-    async def extract_turns(stream: Any) -> None:
+    async def decoded(stream: Any, decode: Callable[[bytes], Any]) -> AsyncIterator[tuple[Any, Any]]:
+        """(message, event) for each message that decodes; the rest go to the DLQ."""
         async for event in stream.events():
             try:
-                turn = decode_turn(event.message.value)
+                value = decode(event.message.value)
             except DecodeError as err:
                 await to_dlq(event.message, err)
                 continue
+            yield event.message, value
+
+    @app.agent(turns, name="extract")
+    async def extract_turns(stream: Any) -> None:
+        async for _, turn in decoded(stream, decode_turn):
             language = detect_language(turn.text, settings.extraction)
             ingested = TurnIngested(
                 **turn.model_dump(exclude={"type", "schema_version"}),
@@ -94,24 +99,12 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
 
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            try:
-                graph_event = decode_graph_event(message.value)
-            except DecodeError as err:
-                await to_dlq(message, err)
-                continue
+        async for message, graph_event in decoded(stream, decode_graph_event):
             states.get(message.partition).apply(graph_event, message.offset)
 
     @app.agent(queries, name="serve")
     async def serve_queries(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            try:
-                query = decode_query(message.value)
-            except DecodeError as err:
-                await to_dlq(message, err)
-                continue
+        async for message, query in decoded(stream, decode_query):
             reply = _answer(states, message.partition, query, settings)
             await app.producer.send_and_wait(
                 query.reply_to, query.request_id.encode(), encode(reply), None, None, None

@@ -1,6 +1,7 @@
 """Two graphs through the real pipeline: right passages back, never the other graph's."""
 
 import asyncio
+import base64
 import json
 
 import pytest
@@ -90,3 +91,33 @@ async def test_unknown_graph_gets_an_error_reply(loaded):
     async with MemoryClient(loaded) as client:
         reply = await client.ask("nobody-here", "anything at all")
     assert isinstance(reply, ErrorReply) and reply.code == "graph_not_found"
+
+
+async def test_bad_turn_goes_to_dlq_with_its_bytes_and_the_next_turn_is_applied(loaded):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from processors.codec import encode
+    from processors.events import DeadLetter
+
+    servers = loaded.bootstrap_servers()
+    producer = AIOKafkaProducer(bootstrap_servers=servers)
+    await producer.start()
+    try:
+        await producer.send_and_wait("emgas.turns", b"\xff not json", key=b"ann")
+        good = next(t for t in turns() if t.graph_id == "ann").model_copy(
+            update={"turn_id": "ann-after-garbage", "text": "The harbour seals in Bergen are noisy."}
+        )
+        await producer.send_and_wait("emgas.turns", encode(good), key=b"ann")
+    finally:
+        await producer.stop()
+    async with MemoryClient(loaded) as client:
+        await wait_for_turns(client, {"ann": len(TURNS["ann"]) + 1}, deadline_s=30)
+    consumer = AIOKafkaConsumer("emgas.dlq", bootstrap_servers=servers, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        message = await asyncio.wait_for(consumer.getone(), 30)
+    finally:
+        await consumer.stop()
+    letter = DeadLetter.model_validate_json(message.value)
+    assert letter.topic == "emgas.turns" and letter.reason == "not_utf8"
+    assert base64.b64decode(letter.value_b64) == b"\xff not json"
