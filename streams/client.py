@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Iterable
+from typing import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -132,7 +132,3 @@ class MemoryClient:
             waiter = self._pending.get(reply.request_id or "")
             if waiter is not None and not waiter.done():
                 waiter.set_result(reply)
-
-
-def turns_from_dicts(rows: Iterable[dict[str, Any]]) -> list[Turn]:
-    return [Turn.model_validate(row) for row in rows]
