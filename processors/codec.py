@@ -16,6 +16,7 @@ from processors.errors import DecodeError
 from processors.events import (
     MAX_TEXT_BYTES,
     ActivationQuery,
+    DigestQuery,
     GraphEvent,
     Reply,
     Turn,
@@ -27,13 +28,27 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 # Current schema version of each event type.
 CURRENT_VERSIONS: dict[str, int] = {
     "turn": 1,
-    "turn_ingested": 1,
-    "activation_query": 1,
+    "turn_ingested": 2,
+    "graph_version_switched": 1,
+    "activation_query": 2,
+    "digest_query": 1,
     "activation_reply": 1,
+    "digest_reply": 1,
     "error_reply": 1,
 }
+
+
+def _unversioned_graph(obj: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2 of turn_ingested and activation_query: graph versions came in
+    with v2, and every v1 event meant the graph's active version."""
+    return {**obj, "graph_version": None}
+
+
 # (type, version) -> function turning that version's dict into version + 1.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("turn_ingested", 1): _unversioned_graph,
+    ("activation_query", 1): _unversioned_graph,
+}
 
 _GRAPH_EVENT = TypeAdapter(GraphEvent)
 _REPLY = TypeAdapter(Reply)
@@ -110,11 +125,20 @@ def decode_turn(raw: bytes) -> Turn:
 
 
 def decode_query(raw: bytes) -> ActivationQuery:
-    """Read a query from `emgas.queries`; `type` and `schema_version` are optional."""
+    """Read an activation query; `type` and `schema_version` are optional."""
     query = _decode_user_event(raw, "activation_query", ActivationQuery)
     if query.text is None and not query.seeds:
         raise DecodeError("invalid_fields", "a query needs `text` or `seeds`")
     return query
+
+
+def decode_request(raw: bytes) -> ActivationQuery | DigestQuery:
+    """Read anything `emgas.queries` carries: an activation query (the
+    default when `type` is absent) or a digest query."""
+    obj = _load_object(raw)
+    if obj.get("type") == "digest_query":
+        return _validate(DigestQuery.model_validate, upcast(obj))
+    return decode_query(raw)
 
 
 def decode_graph_event(raw: bytes) -> GraphEvent:

@@ -70,8 +70,12 @@ class TurnIngested(Event):
     """
 
     type: Literal["turn_ingested"] = "turn_ingested"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     graph_id: Identifier
+    # None: the graph's active version when the event is applied (live
+    # ingestion); a number: that version (re-derivation, `--from-turns`).
+    # Added in schema version 2; version 1 events are upcast with None.
+    graph_version: int | None = Field(default=None, ge=1)
     turn_id: Identifier
     speaker: str
     text: str
@@ -83,7 +87,21 @@ class TurnIngested(Event):
     concepts: tuple[Concept, ...]
 
 
-GraphEvent = Annotated[Union[TurnIngested], Field(discriminator="type")]
+class GraphVersionSwitched(Event):
+    """Graph event: from here on, `graph_id` is served from and ingests into `version`.
+
+    The version switched away from stays in the state (switch back at any
+    time); its event time is `timestamp`.
+    """
+
+    type: Literal["graph_version_switched"] = "graph_version_switched"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    version: int = Field(ge=1)
+    timestamp: AwareDatetime
+
+
+GraphEvent = Annotated[Union[TurnIngested, GraphVersionSwitched], Field(discriminator="type")]
 
 
 class QueryParams(Event):
@@ -105,15 +123,35 @@ class ActivationQuery(Event):
     """
 
     type: Literal["activation_query"] = "activation_query"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     request_id: Identifier
     graph_id: Identifier
+    # None: the graph's active version. Added in schema version 2.
+    graph_version: int | None = Field(default=None, ge=1)
     text: Text | None = None
     seeds: tuple[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)], ...] = Field(
         default=(), max_length=256
     )
     reply_to: TopicName = "emgas.replies"
     params: QueryParams = QueryParams()
+
+
+class DigestQuery(Event):
+    """A request for digests of the live state, on `emgas.queries`.
+
+    With `graph_id` it is keyed like the graph and answered for every
+    version of it; without, it is sent to one partition and answered for
+    every graph held there.
+    """
+
+    type: Literal["digest_query"] = "digest_query"
+    schema_version: Literal[1] = 1
+    request_id: Identifier
+    graph_id: Identifier | None = None
+    reply_to: TopicName = "emgas.replies"
+
+
+Request = Annotated[Union[ActivationQuery, DigestQuery], Field(discriminator="type")]
 
 
 class RankedConcept(Event):
@@ -169,7 +207,35 @@ class ErrorReply(Event):
     message: str
 
 
-Reply = Annotated[Union[ActivationReply, ErrorReply], Field(discriminator="type")]
+class SectionDigest(Event):
+    """Number of records of one kind and the SHA-256 of their canonical form."""
+
+    count: int
+    digest: str
+
+
+class GraphDigest(Event):
+    """The canonical digest of one graph version (see `state.digest`)."""
+
+    graph_id: str
+    version: int
+    active: bool
+    digest: str
+    sections: dict[str, SectionDigest]
+
+
+class DigestReply(Event):
+    """Digests of live graphs and the log offset of the partition they reflect."""
+
+    type: Literal["digest_reply"] = "digest_reply"
+    schema_version: Literal[1] = 1
+    request_id: str
+    partition: int
+    applied_offset: int
+    graphs: tuple[GraphDigest, ...]
+
+
+Reply = Annotated[Union[ActivationReply, DigestReply, ErrorReply], Field(discriminator="type")]
 
 
 class DeadLetter(Event):

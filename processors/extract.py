@@ -24,7 +24,7 @@ import simplemma
 import yake
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.events import Concept
+from processors.events import Concept, Turn, TurnIngested
 
 _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
 _JIEBA_POS = ("n", "nr", "ns", "nt", "nz", "nw", "vn", "eng", "an", "l", "i")
@@ -159,3 +159,17 @@ def _minimal_cover(candidates: list[Concept]) -> tuple[Concept, ...]:
 def _contains(longer: str, shorter: str) -> bool:
     """Does the word sequence `longer` contain `shorter` as contiguous words?"""
     return f" {shorter} " in f" {longer} "
+
+
+def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested:
+    """The graph event of a turn: the turn, its language and its concepts.
+
+    `extractor` is `extractor_id(params)`, passed in so callers compute it once.
+    """
+    language = detect_language(turn.text, params)
+    return TurnIngested(
+        **turn.model_dump(exclude={"type", "schema_version"}),
+        language=language,
+        extractor=extractor,
+        concepts=extract(turn.text, params, language),
+    )

@@ -11,11 +11,21 @@ from __future__ import annotations
 
 from datetime import datetime
 from itertools import combinations
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from processors.events import MetadataValue, TurnIngested
+
+
+class GraphRef(NamedTuple):
+    """One version of a graph. Versions other than 1 come from re-derivation."""
+
+    graph_id: str
+    version: int
+
+    def __str__(self) -> str:
+        return f"{self.graph_id} v{self.version}"
 
 
 class GraphParams(BaseModel):
@@ -61,9 +71,14 @@ class TurnDelta(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     graph_id: str
+    version: int
     passage: Passage
     concepts: tuple[ConceptState, ...]
     pairs: tuple[tuple[str, str], ...]
+
+    @property
+    def ref(self) -> GraphRef:
+        return GraphRef(self.graph_id, self.version)
 
 
 def concept_after_mention(
@@ -75,7 +90,8 @@ def concept_after_mention(
     params: GraphParams,
 ) -> ConceptState:
     """New node: A = importance. Repeated mention: A = A_old + boost · importance,
-    count + 1, last_accessed = max(last_accessed, at) (event time, not wall clock)."""
+    count + 1, created_at = min(created_at, at), last_accessed = max(last_accessed, at)
+    (event time, not wall clock)."""
     if old is None:
         return ConceptState(
             id=cid, text=text, count=1, base_activation=importance,
@@ -85,16 +101,18 @@ def concept_after_mention(
         update={
             "count": old.count + 1,
             "base_activation": old.base_activation + params.mention_boost * importance,
+            "created_at": min(old.created_at, at),
             "last_accessed": max(old.last_accessed, at),
         }
     )
 
 
 def apply_turn(
-    event: TurnIngested, existing: Mapping[str, ConceptState], params: GraphParams
+    event: TurnIngested, version: int, existing: Mapping[str, ConceptState], params: GraphParams
 ) -> TurnDelta:
-    """The delta of a not-yet-applied turn. `existing` holds the stored records
-    of the event's concepts (absent = new concept)."""
+    """The delta of a not-yet-applied turn to graph version `version` (the
+    event's, or the active one: the caller resolves it). `existing` holds the
+    stored records of the event's concepts (absent = new concept)."""
     concepts = tuple(
         concept_after_mention(
             existing.get(c.id), c.id, c.text, c.importance, event.timestamp, params
@@ -108,6 +126,6 @@ def apply_turn(
         metadata=event.metadata, concept_ids=tuple(ids),
     )
     return TurnDelta(
-        graph_id=event.graph_id, passage=passage, concepts=concepts,
+        graph_id=event.graph_id, version=version, passage=passage, concepts=concepts,
         pairs=tuple(combinations(ids, 2)),
     )

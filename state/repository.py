@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from processors.graph import ConceptState, Passage, TurnDelta
+from processors.graph import ConceptState, GraphRef, Passage, TurnDelta
 from state import keys
 from state.store import PartitionStore
 
 NO_OFFSET = -1
+FIRST_VERSION = 1
 
 
 class GraphRepository:
@@ -22,26 +23,36 @@ class GraphRepository:
         raw = self.store.get(keys.OFFSET)
         return json.loads(raw)["offset"] if raw else NO_OFFSET
 
-    def graph_ids(self) -> list[str]:
-        return [k[len(keys.REGISTRY):].decode() for k, _ in self.store.scan(keys.REGISTRY)]
+    def graph_refs(self) -> list[GraphRef]:
+        """Every graph version held here, in key order."""
+        refs = []
+        for key, _ in self.store.scan(keys.REGISTRY):
+            graph_id, version = keys.split_tail(key, keys.REGISTRY)
+            refs.append(GraphRef(graph_id, int(version)))
+        return refs
 
-    def has_turn(self, graph_id: str, turn_id: str) -> bool:
-        return self.store.get(keys.passage(graph_id, turn_id)) is not None
+    def active_version(self, graph_id: str) -> int:
+        """The version queries and live turns use: the last switched to, else 1."""
+        raw = self.store.get(keys.active(graph_id))
+        return json.loads(raw)["version"] if raw else FIRST_VERSION
 
-    def turns(self, graph_id: str) -> int:
-        raw = self.store.get(keys.graph_meta(graph_id))
+    def has_turn(self, ref: GraphRef, turn_id: str) -> bool:
+        return self.store.get(keys.passage(ref, turn_id)) is not None
+
+    def turns(self, ref: GraphRef) -> int:
+        raw = self.store.get(keys.graph_meta(ref))
         return json.loads(raw)["turns"] if raw else 0
 
-    def concepts(self, graph_id: str, ids: list[str]) -> dict[str, ConceptState]:
-        raws = self.store.multi_get([keys.concept(graph_id, cid) for cid in ids])
+    def concepts(self, ref: GraphRef, ids: list[str]) -> dict[str, ConceptState]:
+        raws = self.store.multi_get([keys.concept(ref, cid) for cid in ids])
         return {
             cid: ConceptState.model_validate_json(raw)
             for cid, raw in zip(ids, raws)
             if raw is not None
         }
 
-    def passages(self, graph_id: str, turn_ids: list[str]) -> dict[str, Passage]:
-        raws = self.store.multi_get([keys.passage(graph_id, t) for t in turn_ids])
+    def passages(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, Passage]:
+        raws = self.store.multi_get([keys.passage(ref, t) for t in turn_ids])
         return {
             t: Passage.model_validate_json(raw) for t, raw in zip(turn_ids, raws) if raw is not None
         }
@@ -50,21 +61,28 @@ class GraphRepository:
         """Record that the event at `offset` was seen but changed nothing."""
         self.store.write({keys.OFFSET: _offset_value(offset)})
 
+    def switch_version(self, graph_id: str, version: int, offset: int) -> None:
+        """Make `version` the active one, with the offset of the event that said so."""
+        self.store.write({
+            keys.OFFSET: _offset_value(offset),
+            keys.active(graph_id): json.dumps({"version": version}).encode(),
+        })
+
     def write(self, delta: TurnDelta, offset: int) -> None:
         """Write one turn's delta and the log offset it came from, atomically."""
-        g = delta.graph_id
+        ref = delta.ref
         turn_id = delta.passage.turn_id
-        pair_keys = [keys.pair(g, a, b) for a, b in delta.pairs]
+        pair_keys = [keys.pair(ref, a, b) for a, b in delta.pairs]
         old_pairs = self.store.multi_get(pair_keys)
         batch: dict[bytes, bytes | None] = {
             keys.OFFSET: _offset_value(offset),
-            keys.registry(g): b"",
-            keys.graph_meta(g): json.dumps({"turns": self.turns(g) + 1}).encode(),
-            keys.passage(g, turn_id): delta.passage.model_dump_json().encode(),
+            keys.registry(ref): b"",
+            keys.graph_meta(ref): json.dumps({"turns": self.turns(ref) + 1}).encode(),
+            keys.passage(ref, turn_id): delta.passage.model_dump_json().encode(),
         }
         for concept in delta.concepts:
-            batch[keys.concept(g, concept.id)] = concept.model_dump_json().encode()
-            batch[keys.concept_passage(g, concept.id, turn_id)] = b""
+            batch[keys.concept(ref, concept.id)] = concept.model_dump_json().encode()
+            batch[keys.concept_passage(ref, concept.id, turn_id)] = b""
         for key, old in zip(pair_keys, old_pairs):
             batch[key] = keys.encode_count(keys.decode_count(old) + 1)
         self.store.write(batch)

@@ -48,9 +48,10 @@ def answer(
 ) -> ActivationReply:
     """Spread activation from the query's seeds; return ranked concepts and passages."""
     started = clock()
-    view = state.views.get(query.graph_id)
+    view = state.view(query.graph_id, query.graph_version)
     if view is None:
-        raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
+        which = f"graph {query.graph_id!r}" + (f" version {query.graph_version}" if query.graph_version else "")
+        raise QueryError("graph_not_found", f"{which} has no turns on this worker")
     params = defaults.overridden_by(query.params)
     seeds = seed_ids(view, query, extraction)
     extracted = clock()
@@ -61,7 +62,7 @@ def answer(
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts)
     ranked = rank_passages(((scores[i], view.passage_ids[i]) for i in top), params.top_passages)
-    passages = state.repo.passages(query.graph_id, [pid for pid, _ in ranked])
+    passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()
     return ActivationReply(
         request_id=query.request_id,

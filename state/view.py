@@ -13,7 +13,7 @@ import numpy as np
 
 from processors.association import WeightKind, outgoing_weights, specificity
 from processors.activation import Neighbours
-from processors.graph import ConceptState, TurnDelta
+from processors.graph import ConceptState, GraphRef, TurnDelta
 from state import keys
 from state.repository import GraphRepository
 
@@ -21,8 +21,8 @@ from state.repository import GraphRepository
 class GraphView:
     """One graph's nodes, counts, co-occurrence adjacency and passage ids."""
 
-    def __init__(self, graph_id: str) -> None:
-        self.graph_id = graph_id
+    def __init__(self, ref: GraphRef) -> None:
+        self.ref = ref
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
         self.texts: list[str] = []
@@ -100,19 +100,19 @@ class GraphView:
         return specificity(self.counts, float(self.turns))
 
 
-def load_view(repo: GraphRepository, graph_id: str) -> GraphView:
-    """Rebuild a graph's view from the durable state."""
-    view = GraphView(graph_id)
-    for _, raw in repo.store.scan(keys.section(graph_id, b"c")):
+def load_view(repo: GraphRepository, ref: GraphRef) -> GraphView:
+    """Rebuild a graph version's view from the durable state."""
+    view = GraphView(ref)
+    for _, raw in repo.store.scan(keys.section(ref, b"c")):
         concept = ConceptState.model_validate_json(raw)
         view.set_count(view.node(concept.id, concept.text), concept.count)
-    source_prefix = keys.section(graph_id, b"s")
+    source_prefix = keys.section(ref, b"s")
     for key, _ in repo.store.scan(source_prefix):
         cid, turn_id = keys.split_tail(key, source_prefix)
         view.passage_ids[view.index[cid]].append(turn_id)
-    pair_prefix = keys.section(graph_id, b"p")
+    pair_prefix = keys.section(ref, b"p")
     for key, raw in repo.store.scan(pair_prefix):
         a, b = keys.split_tail(key, pair_prefix)
         view.add_pair(view.index[a], view.index[b], keys.decode_count(raw))
-    view.turns = repo.turns(graph_id)
+    view.turns = repo.turns(ref)
     return view

@@ -8,7 +8,9 @@
 key (graph_id, murmur2), and Faust's assignor gives partition p of both to
 one worker, so a query meets the state of its graph. Agents decode, call
 the core, persist, emit; input that cannot be decoded goes to emgas.dlq.
-Delivery is at-least-once; the projector makes applying idempotent.
+Delivery is at-least-once; the projector makes applying idempotent, and
+`streams.recovery` catches a partition's state up with the log before the
+agents use it (after a crash, a restart or a rebalance).
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from typing import Any, AsyncIterator, Callable
 
 import faust
 
-from processors.codec import decode_graph_event, decode_query, decode_turn, encode
+from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
-from processors.events import ActivationQuery, ErrorReply, TurnIngested
-from processors.extract import detect_language, extract, extractor_id
+from processors.events import ActivationQuery, DigestQuery, DigestReply, ErrorReply
+from processors.extract import extractor_id, ingest
+from state.digest import partition_digests
 from state.retrieval import answer
 from streams.dlq import dead_letter
 from streams.faust_transport import App
 from streams.partitions import PartitionStates
+from streams.recovery import Recovery
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,10 @@ def create_app(settings: Settings) -> faust.App:
         value_serializer="raw",
     )
     states = PartitionStates(data_dir / "state", settings.graph)
-    _register_agents(app, settings, states)
+    recovery = Recovery(settings, states)
+    app.on_partitions_assigned.connect(recovery.on_assigned)
+    app.on_partitions_revoked.connect(recovery.on_revoked)
+    _register_agents(app, settings, states, recovery)
     return app
 
 
@@ -61,7 +68,7 @@ def _topic(app: faust.App, name: str, partitions: int) -> Any:
     return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
 
 
-def _register_agents(app: faust.App, settings: Settings, states: PartitionStates) -> None:
+def _register_agents(app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
     turns = _topic(app, settings.turns_topic, settings.turn_partitions)
     graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
     queries = _topic(app, settings.queries_topic, settings.partitions)
@@ -86,13 +93,7 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
     @app.agent(turns, name="extract")
     async def extract_turns(stream: Any) -> None:
         async for _, turn in decoded(stream, decode_turn):
-            language = detect_language(turn.text, settings.extraction)
-            ingested = TurnIngested(
-                **turn.model_dump(exclude={"type", "schema_version"}),
-                language=language,
-                extractor=extractor,
-                concepts=extract(turn.text, settings.extraction, language),
-            )
+            ingested = ingest(turn, settings.extraction, extractor)
             await app.producer.send_and_wait(
                 settings.graph_events_topic, turn.graph_id.encode(), encode(ingested), None, None, None
             )
@@ -100,28 +101,38 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
         async for message, graph_event in decoded(stream, decode_graph_event):
-            states.get(message.partition).apply(graph_event, message.offset)
+            # A partition revoked while it caught up is skipped here: its new
+            # owner reads the log from its own state's offset.
+            if await recovery.wait(message.partition):
+                states.get(message.partition).apply(graph_event, message.offset)
 
     @app.agent(queries, name="serve")
     async def serve_queries(stream: Any) -> None:
-        async for message, query in decoded(stream, decode_query):
-            reply = _answer(states, message.partition, query, settings)
+        async for message, request in decoded(stream, decode_request):
+            if await recovery.wait(message.partition):
+                reply = _reply(states, message.partition, request, settings)
+            else:
+                reply = _error(request, "partition_moved", "the graph moved to another worker; ask again")
             await app.producer.send_and_wait(
-                query.reply_to, query.request_id.encode(), encode(reply), None, None, None
+                request.reply_to, request.request_id.encode(), encode(reply), None, None, None
             )
 
 
-def _answer(states: PartitionStates, partition: int, query: ActivationQuery, settings: Settings) -> Any:
-    state = states.existing(partition)
+def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery, settings: Settings) -> Any:
+    state = states.get(partition)
     try:
-        if state is None:
-            raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
-        return answer(state, query, settings.activation, settings.extraction, time.perf_counter)
+        if isinstance(request, DigestQuery):
+            return DigestReply(
+                request_id=request.request_id, partition=partition, applied_offset=state.applied_offset,
+                graphs=tuple(partition_digests(state.repo, request.graph_id)),
+            )
+        return answer(state, request, settings.activation, settings.extraction, time.perf_counter)
     except QueryError as err:
-        return ErrorReply(request_id=query.request_id, graph_id=query.graph_id, code=err.code, message=err.message)
+        return _error(request, err.code, err.message)
     except Exception as exc:  # a bug must not kill the agent or leave a client hanging
-        log.exception("query %s failed", query.request_id)
-        return ErrorReply(
-            request_id=query.request_id, graph_id=query.graph_id, code="internal_error",
-            message=f"{type(exc).__name__}: {exc}",
-        )
+        log.exception("request %s failed", request.request_id)
+        return _error(request, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+def _error(request: ActivationQuery | DigestQuery, code: str, message: str) -> ErrorReply:
+    return ErrorReply(request_id=request.request_id, graph_id=request.graph_id, code=code, message=message)

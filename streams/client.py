@@ -1,4 +1,4 @@
-"""A Python client: publish turns, ask activation queries and await replies.
+"""A Python client: publish turns, ask activation and digest queries, await replies.
 
 Plain aiokafka (murmur2 key partitioning, like the Java client), so it
 behaves like any other Kafka client. Replies are read from every partition
@@ -17,7 +17,7 @@ from aiokafka.errors import KafkaError
 
 from processors.codec import decode_reply, encode
 from processors.errors import DecodeError
-from processors.events import ActivationQuery, QueryParams, Reply, Turn
+from processors.events import ActivationQuery, DigestQuery, GraphEvent, QueryParams, Reply, Turn
 from streams.errors import BrokerError, QueryTimeout
 from streams.settings import Settings
 
@@ -75,28 +75,61 @@ class MemoryClient:
         seeds: tuple[str, ...] = (),
         params: QueryParams | None = None,
         timeout_s: float | None = None,
+        graph_version: int | None = None,
     ) -> Reply:
         """Send an activation query and wait for its reply (QueryTimeout if none comes)."""
+        query = ActivationQuery(
+            request_id=uuid.uuid4().hex, graph_id=graph_id, graph_version=graph_version,
+            text=text, seeds=seeds, reply_to=self.settings.replies_topic, params=params or QueryParams(),
+        )
+        return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
+
+    async def digests(self, graph_id: str | None = None, timeout_s: float | None = None) -> list[Reply]:
+        """The live digests: of `graph_id`'s versions (one reply), or of every
+        graph (one reply per partition of the queries topic)."""
+        if graph_id is not None:
+            query = DigestQuery(request_id=uuid.uuid4().hex, graph_id=graph_id, reply_to=self.settings.replies_topic)
+            return [await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())]
+        requests = [
+            self._request(
+                DigestQuery(request_id=uuid.uuid4().hex, reply_to=self.settings.replies_topic),
+                f"partition {p}", timeout_s, partition=p,
+            )
+            for p in range(self.settings.partitions)
+        ]
+        return list(await asyncio.gather(*requests))
+
+    async def emit(self, events: Iterable[GraphEvent]) -> int:
+        """Append graph events to the graph-events topic, keyed by graph_id (admin use:
+        re-derived versions, version switches); waits for every ack."""
+        assert self._producer is not None, "client not started"
+        futures = [
+            await self._producer.send(self.settings.graph_events_topic, encode(e), key=e.graph_id.encode())
+            for e in events
+        ]
+        await asyncio.gather(*futures)
+        return len(futures)
+
+    async def _request(
+        self, request: ActivationQuery | DigestQuery, about: str, timeout_s: float | None,
+        key: bytes | None = None, partition: int | None = None,
+    ) -> Reply:
         assert self._producer is not None, "client not started"
         await self._listen()
-        query = ActivationQuery(
-            request_id=uuid.uuid4().hex, graph_id=graph_id, text=text, seeds=seeds,
-            reply_to=self.settings.replies_topic, params=params or QueryParams(),
-        )
-        waiter = self._pending[query.request_id] = asyncio.get_running_loop().create_future()
+        waiter = self._pending[request.request_id] = asyncio.get_running_loop().create_future()
         timeout = timeout_s or self.settings.query_timeout_s
         try:
             await self._producer.send_and_wait(
-                self.settings.queries_topic, encode(query), key=graph_id.encode()
+                self.settings.queries_topic, encode(request), key=key, partition=partition
             )
             return await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             raise QueryTimeout(
-                f"no reply to query {query.request_id} for graph {graph_id!r} within {timeout:g} s "
+                f"no reply to request {request.request_id} for {about} within {timeout:g} s "
                 "(is a worker running?)"
             ) from None
         finally:
-            self._pending.pop(query.request_id, None)
+            self._pending.pop(request.request_id, None)
 
     async def _listen(self) -> None:
         """Start reading the reply topic from its current end (once)."""

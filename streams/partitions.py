@@ -28,12 +28,6 @@ class PartitionStates:
             )
         return state
 
-    def existing(self, partition: int) -> PartitionState | None:
-        """The partition's state if it holds anything, without creating it."""
-        if partition in self._open or self._path(partition).exists():
-            return self.get(partition)
-        return None
-
     def close(self) -> None:
         for state in self._open.values():
             state.close()

@@ -4,13 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.graph import GraphParams
+from processors.graph import GraphParams, GraphRef
 from state.errors import StoreClosed
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
 from state.rocks import RocksStore
 from state.view import load_view
 from tests.factories import ingested
+
+G = GraphRef("g", 1)
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -72,8 +74,8 @@ def test_projector_applies_once_and_tracks_offset(make_store):
     assert state.apply(event, 0) is Outcome.ALREADY_APPLIED  # redelivery
     assert state.apply(event, 1) is Outcome.DUPLICATE_TURN  # published twice
     assert state.applied_offset == 1
-    assert state.repo.turns("g") == 1
-    assert state.repo.concepts("g", ["kafka"])["kafka"].count == 1
+    assert state.repo.turns(G) == 1
+    assert state.repo.concepts(G, ["kafka"])["kafka"].count == 1
 
 
 def test_state_survives_reopen_and_view_is_rebuilt_equal(make_store):
@@ -86,8 +88,8 @@ def test_state_survives_reopen_and_view_is_rebuilt_equal(make_store):
     ]
     for offset, e in enumerate(events):
         state.apply(e, offset)
-    rebuilt = load_view(state.repo, "g")
-    live = state.views["g"]
+    rebuilt = load_view(state.repo, G)
+    live = state.views[G]
     assert rebuilt.turns == live.turns == 2
     assert sorted(rebuilt.ids) == sorted(live.ids)
     for cid in live.ids:
@@ -97,7 +99,7 @@ def test_state_survives_reopen_and_view_is_rebuilt_equal(make_store):
         got = dict(zip(rebuilt.ids_of(rebuilt.neighbour_counts(j)[0]), rebuilt.neighbour_counts(j)[1]))
         want = dict(zip(live.ids_of(live.neighbour_counts(i)[0]), live.neighbour_counts(i)[1]))
         assert got == want
-    assert sorted(state.repo.graph_ids()) == ["g", "h"]
+    assert state.repo.graph_refs() == [G, GraphRef("h", 1)]
     assert "cat" not in live.index  # graphs never share nodes
 
 
@@ -115,8 +117,8 @@ def test_duplicates_never_change_counts(turns):
     for offset, (turn_id, concepts) in enumerate(turns):
         state.apply(ingested("g", turn_id, {c: 0.5 for c in sorted(concepts)}), offset)
         first_seen.setdefault(turn_id, concepts)
-    assert state.repo.turns("g") == len(first_seen)
+    assert state.repo.turns(G) == len(first_seen)
     for c in "abcde":
         expected = sum(1 for cs in first_seen.values() if c in cs)
-        got = state.repo.concepts("g", [c]).get(c)
+        got = state.repo.concepts(G, [c]).get(c)
         assert (got.count if got else 0) == expected

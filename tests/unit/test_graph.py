@@ -9,7 +9,7 @@ from tests.factories import T0, ingested
 
 
 def test_new_concepts_take_importance_and_event_time():
-    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), {}, GraphParams())
+    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), 1, {}, GraphParams())
     by_id = {c.id: c for c in delta.concepts}
     assert by_id["kafka"].base_activation == 0.8 and by_id["kafka"].count == 1
     assert by_id["kafka"].created_at == T0 + timedelta(minutes=3)
@@ -18,9 +18,9 @@ def test_new_concepts_take_importance_and_event_time():
 
 
 def test_repeated_mention_boosts_and_counts():
-    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}), {}, GraphParams())
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 1, {}, GraphParams())
     existing = {c.id: c for c in first.concepts}
-    second = apply_turn(ingested("g", "t2", {"kafka": 0.4}, minute=10), existing, GraphParams(mention_boost=0.5))
+    second = apply_turn(ingested("g", "t2", {"kafka": 0.4}, minute=10), 1, existing, GraphParams(mention_boost=0.5))
     kafka = second.concepts[0]
     assert kafka.count == 2
     assert kafka.base_activation == pytest.approx(0.8 + 0.5 * 0.4)
@@ -28,11 +28,22 @@ def test_repeated_mention_boosts_and_counts():
 
 
 def test_out_of_order_event_does_not_move_last_accessed_back():
-    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), {}, GraphParams())
-    later = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), {c.id: c for c in first.concepts}, GraphParams())
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams())
+    later = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams())
     assert later.concepts[0].last_accessed == T0 + timedelta(minutes=10)
 
 
+def test_out_of_order_event_moves_created_at_back():
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams())
+    earlier = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams())
+    assert earlier.concepts[0].created_at == T0 + timedelta(minutes=1)
+
+
+def test_delta_targets_the_version_given():
+    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 3, {}, GraphParams())
+    assert delta.ref == ("g", 3)
+
+
 def test_pairs_are_all_unordered_pairs_sorted():
-    delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), {}, GraphParams())
+    delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), 1, {}, GraphParams())
     assert delta.pairs == (("a", "b"), ("a", "c"), ("b", "c"))

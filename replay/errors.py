@@ -1,0 +1,13 @@
+"""Errors raised while reading the log back."""
+
+
+class ReplayError(Exception):
+    """Root of every error raised by `replay`."""
+
+
+class LogUnavailable(ReplayError):
+    """The broker cannot be reached, or the topic or partition does not exist."""
+
+
+class LogTruncated(ReplayError):
+    """Events needed for a rebuild are no longer in the log (retention)."""

@@ -1,0 +1,118 @@
+"""Reading ranges of a topic partition back from Kafka (plain aiokafka).
+
+No consumer group: partitions are assigned by hand and read between two
+offsets, so a reader never joins a rebalance and never moves anyone's
+committed position. Live recovery and offline replay both read with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import murmur2
+
+from replay.errors import LogTruncated, LogUnavailable
+
+# Records fetched per partition per request: big, because a reader streams.
+FETCH_BYTES = 8 * 1024 * 1024
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (Java, aiokafka, Faust) gives `key`."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+
+
+class LogReader:
+    """Use as `async with LogReader(servers) as reader: ...`."""
+
+    def __init__(self, bootstrap_servers: str, fetch_max_wait_ms: int = 10, timeout_s: float = 10.0) -> None:
+        self._servers = bootstrap_servers
+        self._timeout_s = timeout_s
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="none",  # a position outside the log is an error, not a silent jump
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=FETCH_BYTES,
+            fetch_max_bytes=FETCH_BYTES * 4,
+            check_crcs=False,  # the mock cluster writes CRC 0 on control batches
+            isolation_level="read_committed",
+        )
+
+    async def __aenter__(self) -> "LogReader":
+        try:
+            await asyncio.wait_for(self._consumer.start(), self._timeout_s)
+        except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+            await self._consumer.stop()
+            raise LogUnavailable(f"cannot reach Kafka at {self._servers}: {exc!r}") from None
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def partitions(self, topic: str) -> list[int]:
+        parts = self._consumer.partitions_for_topic(topic)
+        if not parts:
+            await self._consumer.topics()  # refreshes the cached metadata
+            parts = self._consumer.partitions_for_topic(topic)
+        if not parts:
+            raise LogUnavailable(f"topic {topic!r} does not exist")
+        return sorted(parts)
+
+    async def bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        """partition -> (first offset still in the log, end offset = next to be written)."""
+        tps = [TopicPartition(topic, p) for p in partitions]
+        try:
+            starts = await asyncio.wait_for(self._consumer.beginning_offsets(tps), self._timeout_s)
+            ends = await asyncio.wait_for(self._consumer.end_offsets(tps), self._timeout_s)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"cannot read the offsets of {topic!r}: {exc!r}") from None
+        return {tp.partition: (starts[tp], ends[tp]) for tp in tps}
+
+    async def read(self, topic: str, partition: int, start: int, stop: int) -> AsyncIterator[list[LogRecord]]:
+        """Batches of the records with start <= offset < stop, in offset order.
+
+        LogTruncated if `start` is below the first offset still retained
+        (records would be missing from the rebuild).
+        """
+        if start >= stop:
+            return
+        tp = TopicPartition(topic, partition)
+        first, _ = (await self.bounds(topic, [partition]))[partition]
+        if start < first:
+            raise LogTruncated(
+                f"{topic}[{partition}] starts at offset {first} now: offsets {start}..{first - 1} "
+                "were dropped by retention and cannot be replayed"
+            )
+        self._consumer.assign([tp])
+        self._consumer.seek(tp, start)
+        position = start
+        while position < stop:
+            fetched = await self._consumer.getmany(tp, timeout_ms=int(self._timeout_s * 1000))
+            records = fetched.get(tp, [])
+            if not records:
+                position = await self._consumer.position(tp)
+                if position >= stop:
+                    break  # only control records (transaction markers) were left
+                raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
+            batch = [
+                LogRecord(partition, r.offset, r.timestamp, r.key, r.value)
+                for r in records
+                if r.offset < stop
+            ]
+            position = records[-1].offset + 1
+            if batch:
+                yield batch

@@ -1,0 +1,77 @@
+"""A canonical digest of a graph version: equal content, equal digest.
+
+The digest covers everything that defines a graph (its totals, concepts
+with their metadata, concept -> passage links, pair counts and passages),
+not caches (views) and not the log offset (which depends on the partition
+layout, not on the graph). Each record is rendered canonically (its key
+fields, then its value as JSON with sorted keys, floats as their shortest
+round-trip repr, no whitespace), records are taken in key order, and each
+section is hashed with SHA-256; the graph digest hashes the sections'
+names, counts and digests. So it is independent of the storage engine, of
+the order and batching of writes, and of the machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, Iterable, Iterator
+
+from processors.events import GraphDigest, SectionDigest
+from processors.graph import ConceptState, GraphRef, Passage
+from state import keys
+from state.repository import GraphRepository
+
+# (section name, key kind, value renderer); the order is part of the format.
+Render = Callable[[bytes], Any]
+SECTIONS: tuple[tuple[str, bytes, Render], ...] = (
+    ("concepts", b"c", lambda raw: ConceptState.model_validate_json(raw).model_dump(mode="json")),
+    ("sources", b"s", lambda raw: None),
+    ("pairs", b"p", keys.decode_count),
+    ("passages", b"t", lambda raw: Passage.model_validate_json(raw).model_dump(mode="json")),
+)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render) -> Iterator[str]:
+    """One canonical line per record: `[key fields, value]` as canonical JSON."""
+    prefix = keys.section(ref, kind)
+    for key, raw in repo.store.scan(prefix):
+        yield canonical_json([keys.split_tail(key, prefix), render(raw)])
+
+
+def _hash_lines(lines: Iterable[str]) -> SectionDigest:
+    h = hashlib.sha256()
+    count = 0
+    for line in lines:
+        h.update(line.encode())
+        h.update(b"\n")
+        count += 1
+    return SectionDigest(count=count, digest=h.hexdigest())
+
+
+def graph_digest(repo: GraphRepository, ref: GraphRef) -> GraphDigest:
+    """The digest of one graph version as stored in `repo`."""
+    sections = {"meta": _hash_lines([canonical_json({"turns": repo.turns(ref)})])}
+    for name, kind, render in SECTIONS:
+        sections[name] = _hash_lines(section_records(repo, ref, kind, render))
+    top = _hash_lines(f"{name} {s.count} {s.digest}" for name, s in sections.items())
+    return GraphDigest(
+        graph_id=ref.graph_id,
+        version=ref.version,
+        active=repo.active_version(ref.graph_id) == ref.version,
+        digest=top.digest,
+        sections=sections,
+    )
+
+
+def partition_digests(repo: GraphRepository, graph_id: str | None = None) -> list[GraphDigest]:
+    """Digests of every graph version in `repo`, or of `graph_id`'s versions only."""
+    return [
+        graph_digest(repo, ref)
+        for ref in repo.graph_refs()
+        if graph_id is None or ref.graph_id == graph_id
+    ]
