@@ -64,10 +64,13 @@ class LogReader:
         await self._consumer.stop()
 
     async def partitions(self, topic: str) -> list[int]:
-        parts = self._consumer.partitions_for_topic(topic)
-        if not parts:
-            await self._consumer.topics()  # refreshes the cached metadata
-            parts = self._consumer.partitions_for_topic(topic)
+        # The consumer's own `partitions_for_topic` only knows topics it has
+        # already seen, so fetch fresh metadata (aiokafka has no public call).
+        try:
+            cluster = await asyncio.wait_for(self._consumer._client.fetch_all_metadata(), self._timeout_s)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"cannot read the metadata of {topic!r}: {exc!r}") from None
+        parts = cluster.partitions_for_topic(topic)
         if not parts:
             raise LogUnavailable(f"topic {topic!r} does not exist")
         return sorted(parts)

@@ -7,3 +7,7 @@ class StateError(Exception):
 
 class StoreClosed(StateError):
     """The store was used after `close()`."""
+
+
+class StoreUnavailable(StateError):
+    """A store cannot be opened (missing, corrupt, or locked by another process)."""

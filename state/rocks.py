@@ -7,7 +7,7 @@ from typing import Iterator
 
 from rocksdict import Options, Rdict, WriteBatch
 
-from state.errors import StoreClosed
+from state.errors import StoreClosed, StoreUnavailable
 from state.store import Batch, PartitionStore
 
 
@@ -16,7 +16,10 @@ class RocksStore(PartitionStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        self._db: Rdict | None = Rdict(str(path), options)
+        try:
+            self._db: Rdict | None = Rdict(str(path), options)
+        except Exception as exc:  # rocksdict raises plain Exception (e.g. the lock of a running worker)
+            raise StoreUnavailable(f"cannot open the state at {path}: {exc}") from None
 
     def _open(self) -> Rdict:
         if self._db is None:

@@ -1,4 +1,4 @@
-"""The `emgas` command line: demo, broker, worker, publish, query.
+"""The `emgas` command line: demo, broker, worker, publish, query, digest, replay, switch.
 
 The only entry point: it builds the settings once and hands them down.
 Expected failures (no broker, bad input, timeouts) print one clear line
@@ -13,12 +13,15 @@ import json
 import signal
 import sys
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
 from processors.codec import decode_turn
 from processors.errors import CoreError, DecodeError
 from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, Turn
+from replay.errors import ReplayError
+from state.errors import StateError
 from streams.client import MemoryClient
 from streams.errors import InputFileError, StreamsError
 from streams.settings import Settings
@@ -29,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings()
         return args.func(settings, args) or 0
-    except (StreamsError, CoreError) as exc:
+    except (StreamsError, CoreError, ReplayError, StateError) as exc:
         print(f"emgas: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -66,7 +69,46 @@ def _parser() -> argparse.ArgumentParser:
     for name in QueryParams.model_fields:
         query.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name))
     query.set_defaults(func=_query)
+    digest = sub.add_parser("digest", help="print the canonical digest of live graphs (or of a state directory)")
+    _graph_choice(digest)
+    digest.add_argument("--state-dir", type=Path, help="digest this rebuilt state directory instead of the live graphs")
+    digest.add_argument("--json", action="store_true", help="print the digests as JSON")
+    digest.set_defaults(func=_digest)
+
+    replay = sub.add_parser("replay", help="rebuild graphs from the log into a fresh state directory")
+    _graph_choice(replay)
+    replay.add_argument("--state-dir", type=Path, help="where to build (default: a new directory under EMGAS_HOME/replay)")
+    replay.add_argument("--verify", action="store_true", help="compare with the live graphs; exit 1 on any difference")
+    replay.add_argument("--as-of", type=_aware_datetime, help="only events with event time <= this ISO 8601 time")
+    replay.add_argument("--to-offset", type=int, help="only events at or before this offset of the graph's partition")
+    replay.add_argument(
+        "--from-turns", action="store_true",
+        help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)",
+    )
+    replay.add_argument("--json", action="store_true", help="print the result as JSON")
+    replay.set_defaults(func=_replay)
+
+    switch = sub.add_parser("switch", help="make a graph version the one queries and new turns use")
+    switch.add_argument("--graph", required=True)
+    switch.add_argument("--version", type=int, required=True)
+    switch.set_defaults(func=_switch)
     return parser
+
+
+def _graph_choice(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--graph", help="one graph_id")
+    group.add_argument("--all", action="store_true", help="every graph")
+
+
+def _aware_datetime(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z or +HH:MM)")
+    return value
 
 
 def _number_type(name: str) -> Any:
@@ -170,6 +212,35 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
     return 0
+
+
+def _digest(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.digests import digests_of_dir, format_digests
+    from replay.run import live_digests
+
+    if args.state_dir:
+        digests = digests_of_dir(args.state_dir, args.graph, settings.graph)
+    else:
+        digests = [d for r in asyncio.run(live_digests(settings, args.graph)) for d in r.graphs]
+    if args.graph and not digests:
+        raise InputFileError(f"graph {args.graph!r} has no state" + (f" in {args.state_dir}" if args.state_dir else ""))
+    if args.json:
+        print(json.dumps([d.model_dump() for d in digests], indent=2))
+    else:
+        print(format_digests(digests))
+    return 0
+
+
+def _replay(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.cli import run_replay
+
+    return run_replay(settings, args)
+
+
+def _switch(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.cli import run_switch
+
+    return run_switch(settings, args)
 
 
 if __name__ == "__main__":

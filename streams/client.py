@@ -32,6 +32,7 @@ class MemoryClient:
         self._replies: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[str, asyncio.Future[Reply]] = {}
+        self._listen_lock = asyncio.Lock()
 
     async def __aenter__(self) -> "MemoryClient":
         await self.start()
@@ -132,9 +133,13 @@ class MemoryClient:
             self._pending.pop(request.request_id, None)
 
     async def _listen(self) -> None:
-        """Start reading the reply topic from its current end (once)."""
-        if self._replies is not None:
-            return
+        """Start reading the reply topic from its current end (once, even when
+        called by several concurrent requests)."""
+        async with self._listen_lock:
+            if self._replies is None:
+                await self._start_listening()
+
+    async def _start_listening(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._servers, enable_auto_commit=False,
             fetch_max_wait_ms=self.settings.fetch_max_wait_ms,

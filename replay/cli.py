@@ -1,0 +1,101 @@
+"""The `emgas replay` and `emgas switch` commands: progress, figures, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import datetime, timezone
+
+from tqdm import tqdm
+
+from replay.digests import format_digests
+from replay.errors import ReplayError
+from replay.fold import Selection
+from replay.run import Derivation, ReplayResult, derive_from_turns, replay, switch_version
+from streams.settings import Settings
+
+
+def run_replay(settings: Settings, args: argparse.Namespace) -> int:
+    """0: rebuilt (and equal to the live graphs with --verify); 1: they differ."""
+    if args.from_turns:
+        if args.verify or args.as_of or args.to_offset is not None or args.state_dir:
+            raise ReplayError("--from-turns appends a new graph version to the log; it takes no other option")
+        return _report_derivation(_with_bar("extract", lambda bar: derive_from_turns(settings, args.graph, progress=bar.update)))
+    if args.verify and (args.as_of or args.to_offset is not None):
+        raise ReplayError("--verify compares with the live graphs as they are now: drop --as-of/--to-offset")
+    if args.to_offset is not None and not args.graph:
+        raise ReplayError("--to-offset is an offset of one graph's partition: give --graph")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    state_dir = args.state_dir or settings.home / "replay" / f"{stamp}-{args.graph or 'all'}"
+    selection = Selection(graph_id=args.graph, as_of=args.as_of, to_offset=args.to_offset)
+
+    def start(bar: tqdm) -> object:
+        return replay(
+            settings, state_dir, args.graph, selection, args.verify,
+            progress=bar.update, on_plan=lambda n: bar.reset(total=n),
+        )
+
+    result: ReplayResult = _with_bar("replay", start)
+    _print_replay(result, args.json)
+    return 1 if result.differences else 0
+
+
+def _with_bar(desc: str, start: object) -> object:
+    with tqdm(unit="event", desc=desc) as bar:
+        return asyncio.run(start(bar))  # type: ignore[operator]
+
+
+def _print_replay(result: ReplayResult, as_json: bool) -> None:
+    counts, report = result.report.counts, result.report
+    if as_json:
+        print(json.dumps({
+            "state_dir": str(result.state_dir),
+            "events_read": counts.read, "outcomes": counts.outcomes,
+            "not_selected": counts.not_selected, "undecodable": counts.undecodable,
+            "seconds": round(report.seconds, 3), "events_per_s": round(report.events_per_s, 1),
+            "ranges": {str(p): list(r) for p, r in report.ranges.items()},
+            "digests": [d.model_dump() for d in result.digests],
+            "differences": result.differences,
+        }, indent=2))
+        return
+    print(format_digests(result.digests))
+    print(
+        f"replayed {counts.read} events ({counts.applied} applied) from "
+        f"{len(report.ranges)} partition(s) in {report.seconds:.2f} s: "
+        f"{report.events_per_s:,.0f} events/s, into {result.state_dir}"
+    )
+    if result.differences is None:
+        return
+    if result.differences:
+        print("DIFFERENT from the live graphs:")
+        for line in result.differences:
+            print(f"  {line}")
+    else:
+        print(f"verified: all {len(result.digests)} graph version(s) equal the live ones")
+
+
+def _report_derivation(result: Derivation) -> int:
+    for graph, version in sorted(result.versions.items()):
+        print(
+            f"graph {graph!r}: version {version} derived from {result.turns[graph]} turns and appended "
+            f"to the log; switch to it with `emgas switch --graph {graph} --version {version}`"
+        )
+    if result.undecodable:
+        print(f"{result.undecodable} undecodable turn(s) skipped (they are in the dead-letter topic)")
+    return 0
+
+
+def run_switch(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.run import live_digests
+
+    live = asyncio.run(live_digests(settings, args.graph))
+    versions = sorted(d.version for r in live for d in r.graphs)
+    if args.version not in versions:
+        raise ReplayError(f"graph {args.graph!r} has no version {args.version} (it has {versions or 'none'})")
+    result = asyncio.run(switch_version(settings, args.graph, args.version, datetime.now(timezone.utc)))
+    print(
+        f"graph {args.graph!r} now uses version {args.version}; "
+        f"{result.turns.get(args.graph, 0)} turns re-derived into it to close the gap"
+    )
+    return 0
