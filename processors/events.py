@@ -230,6 +230,7 @@ class DigestReply(Event):
     type: Literal["digest_reply"] = "digest_reply"
     schema_version: Literal[1] = 1
     request_id: str
+    worker: str
     partition: int
     applied_offset: int
     graphs: tuple[GraphDigest, ...]

@@ -18,6 +18,17 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from processors.events import MetadataValue, TurnIngested
 
 
+# Activation increments are rounded to multiples of 2^-32, so sums of them
+# are exact in float64 (below 2^20) and thus independent of the order in
+# which turns are applied: the same turns give bit-identical graphs.
+ACTIVATION_GRID = 2.0**-32
+
+
+def on_grid(x: float) -> float:
+    """x rounded to the nearest multiple of ACTIVATION_GRID (unitless)."""
+    return round(x / ACTIVATION_GRID) * ACTIVATION_GRID
+
+
 class GraphRef(NamedTuple):
     """One version of a graph. Versions other than 1 come from re-derivation."""
 
@@ -89,18 +100,22 @@ def concept_after_mention(
     at: datetime,
     params: GraphParams,
 ) -> ConceptState:
-    """New node: A = importance. Repeated mention: A = A_old + boost · importance,
+    """New node: A = importance. Repeated mention: A = A_old + boost · importance
+    (each term on ACTIVATION_GRID, so the sum does not depend on the order of turns),
     count + 1, created_at = min(created_at, at), last_accessed = max(last_accessed, at)
-    (event time, not wall clock)."""
+    (event time, not wall clock); the surface text is that of the earliest mention
+    (ties: the smallest text). Every field is thus independent of the order of turns."""
     if old is None:
         return ConceptState(
-            id=cid, text=text, count=1, base_activation=importance,
+            id=cid, text=text, count=1, base_activation=on_grid(importance),
             created_at=at, last_accessed=at,
         )
+    earliest = (at, text) < (old.created_at, old.text)
     return old.model_copy(
         update={
+            "text": text if earliest else old.text,
             "count": old.count + 1,
-            "base_activation": old.base_activation + params.mention_boost * importance,
+            "base_activation": old.base_activation + on_grid(params.mention_boost * importance),
             "created_at": min(old.created_at, at),
             "last_accessed": max(old.last_accessed, at),
         }

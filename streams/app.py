@@ -123,7 +123,8 @@ def _reply(states: PartitionStates, partition: int, request: ActivationQuery | D
     try:
         if isinstance(request, DigestQuery):
             return DigestReply(
-                request_id=request.request_id, partition=partition, applied_offset=state.applied_offset,
+                request_id=request.request_id, worker=settings.worker_name, partition=partition,
+                applied_offset=state.applied_offset,
                 graphs=tuple(partition_digests(state.repo, request.graph_id)),
             )
         return answer(state, request, settings.activation, settings.extraction, time.perf_counter)

@@ -59,6 +59,8 @@ def start_worker(settings: Settings, log_path: Path, name: str = "worker-1") -> 
         "EMGAS_HOME": str(settings.home),
         "EMGAS_WORKER_NAME": name,
         "EMGAS_WEB_PORT": str(_free_port()),
+        "EMGAS_PARTITIONS": str(settings.partitions),
+        "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from processors.events import Concept
 from processors.graph import GraphParams, apply_turn
 from tests.factories import T0, ingested
 
@@ -11,7 +12,7 @@ from tests.factories import T0, ingested
 def test_new_concepts_take_importance_and_event_time():
     delta = apply_turn(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), 1, {}, GraphParams())
     by_id = {c.id: c for c in delta.concepts}
-    assert by_id["kafka"].base_activation == 0.8 and by_id["kafka"].count == 1
+    assert by_id["kafka"].base_activation == pytest.approx(0.8, abs=2**-32) and by_id["kafka"].count == 1
     assert by_id["kafka"].created_at == T0 + timedelta(minutes=3)
     assert delta.pairs == (("kafka", "lag"),)
     assert delta.passage.concept_ids == ("kafka", "lag")
@@ -47,3 +48,24 @@ def test_delta_targets_the_version_given():
 def test_pairs_are_all_unordered_pairs_sorted():
     delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), 1, {}, GraphParams())
     assert delta.pairs == (("a", "b"), ("a", "c"), ("b", "c"))
+
+
+def test_surface_text_is_the_earliest_mentions_whatever_the_order():
+    early = ingested("g", "t1", {"kafka": 0.5}, minute=1).model_copy(
+        update={"concepts": (Concept(id="kafka", text="Kafka", importance=0.5),)})
+    late = ingested("g", "t2", {"kafka": 0.5}, minute=9).model_copy(
+        update={"concepts": (Concept(id="kafka", text="KAFKA", importance=0.5),)})
+    for first, second in ((early, late), (late, early)):
+        seen = {c.id: c for c in apply_turn(first, 1, {}, GraphParams()).concepts}
+        assert apply_turn(second, 1, seen, GraphParams()).concepts[0].text == "Kafka"
+
+
+def test_activation_sums_are_exact_and_order_free():
+    weights = [0.1, 0.2, 0.3, 0.7, 0.11]
+    def total(order):
+        state = {}
+        for i in order:
+            event = ingested("g", f"t{i}", {"x": weights[i]})
+            state = {c.id: c for c in apply_turn(event, 1, state, GraphParams()).concepts}
+        return state["x"].base_activation
+    assert total([0, 1, 2, 3, 4]) == total([4, 3, 2, 1, 0]) == total([2, 0, 4, 1, 3])

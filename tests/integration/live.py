@@ -1,0 +1,96 @@
+"""Running whole pipelines (embedded broker + worker processes) inside a test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from processors.events import DigestReply, Turn
+from streams.client import MemoryClient
+from streams.demo import start_worker, stop_worker, wait_for_turns
+from streams.embedded import MockCluster
+from streams.local import start_embedded
+from streams.settings import Settings
+
+
+@dataclass
+class Live:
+    settings: Settings
+    cluster: MockCluster
+    home: Path
+    workers: dict[str, object] = field(default_factory=dict)
+
+    def start(self, name: str) -> None:
+        self.workers[name] = start_worker(self.settings, self.home / f"{name}.log", name=name)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: no shutdown, no commit, no flush."""
+        worker = self.workers.pop(name)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in sorted(self.home.glob("*.log")))
+
+
+@contextlib.contextmanager
+def live_pipeline(home: Path, partitions: int, workers: int = 1) -> Iterator[Live]:
+    """An embedded broker whose graph topics have `partitions` partitions, with workers."""
+    base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20)
+    cluster = start_embedded(base)
+    live = Live(base.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home)
+    try:
+        for i in range(workers):
+            live.start(f"worker-{i + 1}")
+        yield live
+    finally:
+        for worker in live.workers.values():
+            stop_worker(worker)
+        cluster.close()
+
+
+def expected_turns(turns: list[Turn]) -> dict[str, int]:
+    """graph -> number of distinct turn ids."""
+    ids: dict[str, set[str]] = {}
+    for t in turns:
+        ids.setdefault(t.graph_id, set()).add(t.turn_id)
+    return {g: len(s) for g, s in ids.items()}
+
+
+async def publish_and_wait(settings: Settings, turns: list[Turn], batch: int, expected: dict[str, int]) -> None:
+    """Publish `turns` in batches of `batch` (each batch acked before the next),
+    then wait until every graph has applied its expected number of turns."""
+    async with MemoryClient(settings) as client:
+        await wait_for_turns(client, {g: 0 for g in expected}, deadline_s=120)
+        for i in range(0, len(turns), batch):
+            await client.publish(turns[i : i + batch])
+        await wait_for_turns(client, expected, deadline_s=120)
+
+
+async def live_digests(settings: Settings) -> list[DigestReply]:
+    async with MemoryClient(settings) as client:
+        return await client.digests()  # type: ignore[return-value]
+
+
+async def wait_for_workers(settings: Settings, names: set[str], deadline_s: float = 120) -> None:
+    """Until the partitions are spread over exactly the workers `names` (each answers for one)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deadline_s
+    async with MemoryClient(settings) as client:
+        while {r.worker for r in await client.digests()} != names:  # type: ignore[union-attr]
+            if loop.time() > deadline:
+                raise AssertionError(f"partitions not spread over {sorted(names)} in {deadline_s:g} s")
+            await asyncio.sleep(0.2)
+
+
+def digests_by_graph(replies: list[DigestReply]) -> dict[str, str]:
+    """graph_id -> digest of its active version."""
+    return {d.graph_id: d.digest for r in replies for d in r.graphs if d.active}
+
+
+def run(coro):  # noqa: ANN001, ANN201 - a test helper
+    return asyncio.run(coro)

@@ -1,0 +1,97 @@
+"""The canonical digest: equal content gives equal digests, any change shows."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from processors.events import GraphDigest, SectionDigest
+from processors.graph import GraphParams, GraphRef
+from replay.verify import differences
+from state import keys
+from state.digest import graph_digest, partition_digests
+from state.memory import MemoryStore
+from state.projector import PartitionState
+from state.rocks import RocksStore
+from tests.factories import ingested
+
+G = GraphRef("g", 1)
+TURNS = [
+    ingested("g", "t1", {"kafka": 0.9, "lag": 0.5}, minute=1),
+    ingested("g", "t2", {"kafka": 0.4, "postgres": 0.7}, minute=5),
+    ingested("g", "t3", {"lag": 0.3, "postgres": 0.2, "replica": 0.6}, minute=9),
+]
+
+
+def build(events, store=None) -> PartitionState:
+    state = PartitionState(store or MemoryStore(), GraphParams())
+    for offset, event in enumerate(events):
+        state.apply(event, offset)
+    return state
+
+
+def test_memory_and_rocksdb_states_have_the_same_digest(tmp_path):
+    assert graph_digest(build(TURNS).repo, G) == graph_digest(build(TURNS, RocksStore(tmp_path / "db")).repo, G)
+
+
+def test_other_graphs_and_offsets_do_not_change_a_graphs_digest():
+    mixed = [ingested("h", "x", {"cat": 0.5}), TURNS[0], ingested("h", "y", {"dog": 0.5}), *TURNS[1:]]
+    assert graph_digest(build(mixed).repo, G) == graph_digest(build(TURNS).repo, G)
+
+
+@pytest.mark.parametrize(
+    ("section", "change"),
+    [
+        ("meta", lambda store: store.write({keys.graph_meta(G): b'{"turns": 9}'})),
+        ("pairs", lambda store: store.write({keys.pair(G, "kafka", "lag"): keys.encode_count(7)})),
+        ("sources", lambda store: store.write({keys.concept_passage(G, "kafka", "t9"): b""})),
+        ("passages", lambda store: store.write({keys.passage(G, "t1"): None})),
+    ],
+)
+def test_any_change_of_state_changes_the_digest_and_names_the_section(section, change):
+    before = graph_digest(build(TURNS).repo, G)
+    state = build(TURNS)
+    change(state.repo.store)
+    after = graph_digest(state.repo, G)
+    assert after.digest != before.digest
+    assert [n for n in before.sections if before.sections[n] != after.sections[n]] == [section]
+    assert differences([before], [after]) and section in differences([before], [after])[0]
+
+
+def test_a_concepts_metadata_is_part_of_the_digest():
+    before = build(TURNS)
+    after = build([*TURNS[:2], TURNS[2].model_copy(update={"timestamp": TURNS[2].timestamp.replace(year=2030)})])
+    a, b = graph_digest(before.repo, G), graph_digest(after.repo, G)
+    assert a.sections["concepts"] != b.sections["concepts"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(range(6)), st.lists(st.floats(0.01, 1.0), min_size=18, max_size=18))
+def test_digest_is_independent_of_the_order_turns_are_applied_in(order, weights):
+    concepts = ["a", "b", "c", "d"]
+    turns = [
+        ingested("g", f"t{i}", {concepts[(i + j) % 4]: weights[3 * i + j] for j in range(3)}, minute=i)
+        for i in range(6)
+    ]
+    assert graph_digest(build([turns[i] for i in order]).repo, G) == graph_digest(build(turns).repo, G)
+
+
+def test_partition_digests_lists_every_version_and_marks_the_active_one():
+    state = build([*TURNS, TURNS[0].model_copy(update={"graph_version": 2})])
+    got = {(d.graph_id, d.version, d.active) for d in partition_digests(state.repo)}
+    assert got == {("g", 1, True), ("g", 2, False)}
+
+
+def _digest(graph: str, version: int, digest: str, **counts: int) -> GraphDigest:
+    sections = {n: SectionDigest(count=c, digest=f"{n}{c}") for n, c in counts.items()}
+    return GraphDigest(graph_id=graph, version=version, active=True, digest=digest, sections=sections)
+
+
+def test_differences_name_missing_graphs_and_differing_sections():
+    live = [_digest("a", 1, "x", concepts=3, pairs=2), _digest("b", 1, "y", concepts=1)]
+    log = [_digest("a", 1, "z", concepts=3, pairs=3), _digest("c", 1, "w", concepts=1)]
+    assert differences(live, log) == [
+        "graph 'a' v1: pairs differ (live: 2 records, log: 3 records)",
+        "graph 'b' v1: in the live state but not in the log",
+        "graph 'c' v1: in the log but not in the live state",
+    ]
+    assert differences(live, live) == []
