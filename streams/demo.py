@@ -45,7 +45,7 @@ def demo_turns() -> list[Turn]:
     return read_turns(Path(__file__).parent / "data" / "demo.jsonl")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -58,7 +58,7 @@ def start_worker(settings: Settings, log_path: Path, name: str = "worker-1") -> 
         "EMGAS_BROKER": settings.bootstrap_servers(),
         "EMGAS_HOME": str(settings.home),
         "EMGAS_WORKER_NAME": name,
-        "EMGAS_WEB_PORT": str(_free_port()),
+        "EMGAS_WEB_PORT": str(free_port()),
         "EMGAS_PARTITIONS": str(settings.partitions),
         "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
     }

@@ -2,8 +2,13 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+from streams.demo import free_port
 
 import pytest
 
@@ -52,3 +57,41 @@ def test_malformed_publish_file_names_the_line(tmp_path):
     run = emgas("publish", str(bad), home=tmp_path, env={"EMGAS_BROKER": "127.0.0.1:9"})
     assert run.returncode == 2
     assert "turns.jsonl:2: not_json" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
+    """broker, worker, publish, digest, replay --all --verify: all through `emgas`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMGAS_")}
+    env.update({"EMGAS_HOME": str(tmp_path), "EMGAS_WEB_PORT": str(free_port())})
+    broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = None
+    try:
+        assert "bootstrap servers written" in broker.stdout.readline() + broker.stdout.readline()
+        worker = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
+                                  env=env, stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT)
+        demo = Path(__file__).parents[2] / "streams" / "data" / "demo.jsonl"
+        assert emgas("publish", str(demo), home=tmp_path).returncode == 0
+        deadline = time.monotonic() + 120
+        while True:  # until the worker has applied all 34 turns
+            run = emgas("digest", "--all", "--json", home=tmp_path)
+            if run.returncode == 0:
+                passages = {d["graph_id"]: d["sections"]["passages"]["count"] for d in json.loads(run.stdout)}
+                if passages == {"alice": 26, "bob": 8}:
+                    break
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, run.stderr[-2000:]
+        run = emgas("replay", "--all", "--verify", "--state-dir", str(tmp_path / "rebuilt"), home=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert "verified: all 2 graph version(s) equal the live ones" in run.stdout
+        assert "events/s" in run.stdout
+        again = emgas("replay", "--all", "--state-dir", str(tmp_path / "rebuilt"), home=tmp_path)
+        assert again.returncode == 2 and "not empty" in again.stderr
+        offline = emgas("digest", "--all", "--state-dir", str(tmp_path / "rebuilt"), home=tmp_path)
+        live = emgas("digest", "--all", home=tmp_path)
+        assert offline.stdout == live.stdout and "alice v1 active" in live.stdout
+    finally:
+        for process in (worker, broker):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(30)

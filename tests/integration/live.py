@@ -40,6 +40,7 @@ class Live:
 @contextlib.contextmanager
 def live_pipeline(home: Path, partitions: int, workers: int = 1) -> Iterator[Live]:
     """An embedded broker whose graph topics have `partitions` partitions, with workers."""
+    home.mkdir(parents=True, exist_ok=True)
     base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20)
     cluster = start_embedded(base)
     live = Live(base.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home)
