@@ -16,6 +16,8 @@ ambiguity, and all keys of one graph version share one prefix.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from processors.graph import GraphRef
 
 SEP = b"\x00"
@@ -24,6 +26,7 @@ REGISTRY = b"r" + SEP
 ACTIVE = b"a" + SEP
 
 
+@lru_cache(maxsize=4096)  # a handful of refs, prefixes built for every record
 def graph_prefix(ref: GraphRef) -> bytes:
     return b"g" + SEP + ref.graph_id.encode() + SEP + str(ref.version).encode() + SEP
 
@@ -49,6 +52,7 @@ def passage(ref: GraphRef, turn_id: str) -> bytes:
     return section(ref, b"t") + turn_id.encode()
 
 
+@lru_cache(maxsize=16384)
 def section(ref: GraphRef, kind: bytes) -> bytes:
     """Prefix of one kind of record (b"c", b"s", b"p", b"t") of a graph version."""
     return graph_prefix(ref) + kind + SEP

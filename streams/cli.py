@@ -88,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(func=_replay)
 
+    bench = sub.add_parser("bench-replay", help="measure live ingest vs replay and recovery on the embedded broker")
+    bench.add_argument("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)")
+    bench.add_argument("--json", type=Path, help="write the figures here as JSON")
+    bench.set_defaults(func=_bench_replay)
+
     switch = sub.add_parser("switch", help="make a graph version the one queries and new turns use")
     switch.add_argument("--graph", required=True)
     switch.add_argument("--version", type=int, required=True)
@@ -235,6 +240,13 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     from replay.cli import run_replay
 
     return run_replay(settings, args)
+
+
+def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.bench import print_figures, run_replay_bench
+
+    print_figures(run_replay_bench(settings, args.turns), args.json)
+    return 0
 
 
 def _switch(settings: Settings, args: argparse.Namespace) -> int:

@@ -1,0 +1,106 @@
+"""`emgas bench-replay`: live ingest rate vs replay (= recovery) rate, measured.
+
+Starts the embedded broker with ONE partition per topic (the mock cluster
+keeps about 5 MiB per partition, so this is the largest single-partition
+log it holds), a worker, publishes N turns and times:
+
+- live ingest: publish until the worker has applied every turn (extraction,
+  two Kafka hops, the fold);
+- replay: `emgas replay --all` of that log into a fresh state directory,
+  which is the same code a worker runs to recover a partition it has no
+  state for (`streams.recovery` calls `replay.rebuild.rebuild_partition`);
+- recovery: a second worker with an empty state directory takes over the
+  partition; time from its start until it answers with every turn
+  (includes process start and the consumer-group join).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from processors.events import Turn
+from replay.fold import Selection
+from replay.run import replay
+from streams.client import MemoryClient
+from streams.demo import demo_turns, start_worker, stop_worker, wait_for_turns
+from streams.local import start_embedded
+from streams.settings import Settings
+
+
+def synthetic_turns(count: int, graphs: int = 4) -> list[Turn]:
+    """`count` distinct turns: the demo conversation repeated over `graphs` graphs."""
+    base = demo_turns()
+    return [
+        base[i % len(base)].model_copy(
+            update={"graph_id": f"bench-{i % graphs}", "turn_id": f"t{i}"}
+        )
+        for i in range(count)
+    ]
+
+
+def _expected(turns: list[Turn]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in turns:
+        counts[t.graph_id] = counts.get(t.graph_id, 0) + 1
+    return counts
+
+
+async def _ingest(settings: Settings, turns: list[Turn]) -> float:
+    async with MemoryClient(settings) as client:
+        await wait_for_turns(client, {g: 0 for g in _expected(turns)}, deadline_s=120)
+        started = time.perf_counter()
+        for i in range(0, len(turns), 500):
+            await client.publish(turns[i : i + 500])
+        await wait_for_turns(client, _expected(turns), deadline_s=600)
+        return time.perf_counter() - started
+
+
+async def _wait_served(settings: Settings, turns: list[Turn]) -> None:
+    async with MemoryClient(settings) as client:
+        await wait_for_turns(client, _expected(turns), deadline_s=600)
+
+
+def run_replay_bench(settings: Settings, count: int) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="emgas-bench-"))
+    one = settings.model_copy(update={"home": home, "partitions": 1, "turn_partitions": 1})
+    cluster = start_embedded(one)
+    live = one.model_copy(update={"broker": cluster.bootstrap_servers})
+    turns = synthetic_turns(count)
+    worker = start_worker(live, home / "worker-1.log", name="worker-1")
+    try:
+        ingest_s = asyncio.run(_ingest(live, turns))
+        result = asyncio.run(replay(live, home / "replayed", None, Selection(), verify=True))
+        stop_worker(worker)
+        started = time.perf_counter()
+        worker = start_worker(live, home / "worker-2.log", name="worker-2")
+        asyncio.run(_wait_served(live, turns))
+        recovery_s = time.perf_counter() - started
+    finally:
+        stop_worker(worker)
+        cluster.close()
+    log_bytes = sum(p.stat().st_size for p in (home / "replayed").rglob("*") if p.is_file())
+    shutil.rmtree(home, ignore_errors=True)
+    return {
+        "turns": count,
+        "partitions": 1,
+        "live_ingest_s": round(ingest_s, 3),
+        "live_ingest_turns_per_s": round(count / ingest_s, 1),
+        "replay_s": round(result.report.seconds, 3),
+        "replay_events_per_s": round(result.report.events_per_s, 1),
+        "replay_verified": result.differences == [],
+        "recovery_fresh_worker_s": round(recovery_s, 3),
+        "rebuilt_state_bytes": log_bytes,
+    }
+
+
+def print_figures(figures: dict[str, Any], json_out: Path | None) -> None:
+    for name, value in figures.items():
+        print(f"{name:>28}: {value}")
+    if json_out:
+        json_out.write_text(json.dumps(figures, indent=2))
