@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 from datetime import datetime, timezone
+from typing import Awaitable, Callable, TypeVar
 
 from tqdm import tqdm
 
@@ -14,6 +15,8 @@ from replay.errors import ReplayError
 from replay.fold import Selection
 from replay.run import Derivation, ReplayResult, derive_from_turns, replay, switch_version
 from streams.settings import Settings
+
+T = TypeVar("T")
 
 
 def run_replay(settings: Settings, args: argparse.Namespace) -> int:
@@ -30,20 +33,21 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     state_dir = args.state_dir or settings.home / "replay" / f"{stamp}-{args.graph or 'all'}"
     selection = Selection(graph_id=args.graph, as_of=args.as_of, to_offset=args.to_offset)
 
-    def start(bar: tqdm) -> object:
+    def start(bar: tqdm) -> Awaitable[ReplayResult]:
         return replay(
             settings, state_dir, args.graph, selection, args.verify,
             progress=bar.update, on_plan=lambda n: bar.reset(total=n),
         )
 
-    result: ReplayResult = _with_bar("replay", start)
+    result = _with_bar("replay", start)
     _print_replay(result, args.json)
     return 1 if result.differences else 0
 
 
-def _with_bar(desc: str, start: object) -> object:
+def _with_bar(desc: str, start: Callable[[tqdm], Awaitable[T]]) -> T:
+    """Run `start(bar)` with a progress bar on stderr."""
     with tqdm(unit="event", desc=desc) as bar:
-        return asyncio.run(start(bar))  # type: ignore[operator]
+        return asyncio.run(start(bar))
 
 
 def _print_replay(result: ReplayResult, as_json: bool) -> None:

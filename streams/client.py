@@ -61,13 +61,7 @@ class MemoryClient:
 
     async def publish(self, turns: Iterable[Turn]) -> int:
         """Send turns to the turns topic, keyed by graph_id; waits for every ack."""
-        assert self._producer is not None, "client not started"
-        futures = [
-            await self._producer.send(self.settings.turns_topic, encode(t), key=t.graph_id.encode())
-            for t in turns
-        ]
-        await asyncio.gather(*futures)
-        return len(futures)
+        return await self._send_keyed(self.settings.turns_topic, turns)
 
     async def ask(
         self,
@@ -103,11 +97,11 @@ class MemoryClient:
     async def emit(self, events: Iterable[GraphEvent]) -> int:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
         re-derived versions, version switches); waits for every ack."""
+        return await self._send_keyed(self.settings.graph_events_topic, events)
+
+    async def _send_keyed(self, topic: str, events: Iterable[Turn | GraphEvent]) -> int:
         assert self._producer is not None, "client not started"
-        futures = [
-            await self._producer.send(self.settings.graph_events_topic, encode(e), key=e.graph_id.encode())
-            for e in events
-        ]
+        futures = [await self._producer.send(topic, encode(e), key=e.graph_id.encode()) for e in events]
         await asyncio.gather(*futures)
         return len(futures)
 
