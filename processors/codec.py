@@ -108,8 +108,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _decode_user_event(raw: bytes, kind: str, model: type[M]) -> M:
-    obj = _load_object(raw)
+def _user_event(obj: dict[str, Any], kind: str, model: type[M]) -> M:
     obj.setdefault("type", kind)
     if obj["type"] != kind:
         raise DecodeError("unknown_type", f"expected type {kind!r}, got {obj['type']!r}")
@@ -118,18 +117,22 @@ def _decode_user_event(raw: bytes, kind: str, model: type[M]) -> M:
 
 def decode_turn(raw: bytes) -> Turn:
     """Read a turn from `emgas.turns`; `type` and `schema_version` are optional."""
-    turn = _decode_user_event(raw, "turn", Turn)
+    turn = _user_event(_load_object(raw), "turn", Turn)
     if len(turn.text.encode()) > MAX_TEXT_BYTES:
         raise DecodeError("text_too_long", f"text is over {MAX_TEXT_BYTES} bytes")
     return turn
 
 
-def decode_query(raw: bytes) -> ActivationQuery:
-    """Read an activation query; `type` and `schema_version` are optional."""
-    query = _decode_user_event(raw, "activation_query", ActivationQuery)
+def _query(obj: dict[str, Any]) -> ActivationQuery:
+    query = _user_event(obj, "activation_query", ActivationQuery)
     if query.text is None and not query.seeds:
         raise DecodeError("invalid_fields", "a query needs `text` or `seeds`")
     return query
+
+
+def decode_query(raw: bytes) -> ActivationQuery:
+    """Read an activation query; `type` and `schema_version` are optional."""
+    return _query(_load_object(raw))
 
 
 def decode_request(raw: bytes) -> ActivationQuery | DigestQuery:
@@ -138,7 +141,7 @@ def decode_request(raw: bytes) -> ActivationQuery | DigestQuery:
     obj = _load_object(raw)
     if obj.get("type") == "digest_query":
         return _validate(DigestQuery.model_validate, upcast(obj))
-    return decode_query(raw)
+    return _query(obj)
 
 
 def decode_graph_event(raw: bytes) -> GraphEvent:

@@ -83,6 +83,7 @@ async def replay(
         partitions = await reader.partitions(topic)
         if graph_id is not None:
             partitions = [partition_of(graph_id.encode(), len(partitions))]
+        live: list[DigestReply] = []
         if verify:
             live = await live_digests(settings, graph_id)
             stops = {r.partition: r.applied_offset + 1 for r in live}

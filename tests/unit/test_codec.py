@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from processors.codec import decode_graph_event, decode_query, decode_reply, decode_turn, encode
+from processors.codec import decode_graph_event, decode_query, decode_reply, decode_request, decode_turn, encode
 from processors.errors import DecodeError
-from processors.events import ErrorReply
+from processors.events import DigestQuery, ErrorReply
 from tests.factories import ingested
 
 TURN = {"graph_id": "u1", "turn_id": "t1", "speaker": "alice", "text": "hi there", "timestamp": "2026-01-01T10:00:00Z"}
@@ -74,3 +74,17 @@ def test_graph_event_and_reply_round_trip():
     assert decode_graph_event(encode(event)) == event
     reply = ErrorReply(request_id="r", graph_id="g", code="graph_not_found", message="m")
     assert decode_reply(encode(reply)) == reply
+
+
+def test_v1_query_is_upcast_to_the_active_graph_version():
+    raw = b'{"schema_version":1,"request_id":"q","graph_id":"g","seeds":["kafka"]}'
+    query = decode_request(raw)
+    assert query.schema_version == 2 and query.graph_version is None
+
+
+def test_digest_query_is_read_from_the_queries_topic():
+    query = decode_request(b'{"type":"digest_query","request_id":"d","graph_id":"g"}')
+    assert isinstance(query, DigestQuery) and query.graph_id == "g"
+    with pytest.raises(DecodeError) as err:
+        decode_request(b'{"type":"digest_query","request_id":"d","graph_id":"a\\u0000b"}')
+    assert err.value.code == "invalid_fields"
