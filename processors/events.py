@@ -151,9 +151,6 @@ class DigestQuery(Event):
     reply_to: TopicName = "emgas.replies"
 
 
-Request = Annotated[Union[ActivationQuery, DigestQuery], Field(discriminator="type")]
-
-
 class RankedConcept(Event):
     id: str
     text: str

@@ -28,7 +28,7 @@ from processors.events import Turn
 from replay.fold import Selection
 from replay.run import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, start_worker, stop_worker, wait_for_turns
+from streams.demo import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
 from streams.settings import Settings
 
@@ -44,26 +44,19 @@ def synthetic_turns(count: int, graphs: int = 4) -> list[Turn]:
     ]
 
 
-def _expected(turns: list[Turn]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for t in turns:
-        counts[t.graph_id] = counts.get(t.graph_id, 0) + 1
-    return counts
-
-
 async def _ingest(settings: Settings, turns: list[Turn]) -> float:
     async with MemoryClient(settings) as client:
-        await wait_for_turns(client, {g: 0 for g in _expected(turns)}, deadline_s=120)
+        await wait_for_turns(client, {g: 0 for g in turns_per_graph(turns)}, deadline_s=120)
         started = time.perf_counter()
         for i in range(0, len(turns), 500):
             await client.publish(turns[i : i + 500])
-        await wait_for_turns(client, _expected(turns), deadline_s=600)
+        await wait_for_turns(client, turns_per_graph(turns), deadline_s=600)
         return time.perf_counter() - started
 
 
 async def _wait_served(settings: Settings, turns: list[Turn]) -> None:
     async with MemoryClient(settings) as client:
-        await wait_for_turns(client, _expected(turns), deadline_s=600)
+        await wait_for_turns(client, turns_per_graph(turns), deadline_s=600)
 
 
 def run_replay_bench(settings: Settings, count: int) -> dict[str, Any]:

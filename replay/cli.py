@@ -13,7 +13,7 @@ from tqdm import tqdm
 from replay.digests import format_digests
 from replay.errors import ReplayError
 from replay.fold import Selection
-from replay.run import Derivation, ReplayResult, derive_from_turns, replay, switch_version
+from replay.run import Derivation, ReplayResult, derive_from_turns, live_digests, replay, switch_version
 from streams.settings import Settings
 
 T = TypeVar("T")
@@ -91,8 +91,6 @@ def _report_derivation(result: Derivation) -> int:
 
 
 def run_switch(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.run import live_digests
-
     live = asyncio.run(live_digests(settings, args.graph))
     versions = sorted(d.version for r in live for d in r.graphs)
     if args.version not in versions:

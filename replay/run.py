@@ -64,6 +64,12 @@ def open_rebuild_state(state_dir: Path, params: GraphParams) -> Callable[[int], 
     return open_state
 
 
+async def _partitions_to_read(reader: LogReader, topic: str, graph_id: str | None) -> list[int]:
+    """Every partition of `topic`, or only the one `graph_id` is keyed to."""
+    partitions = await reader.partitions(topic)
+    return partitions if graph_id is None else [partition_of(graph_id.encode(), len(partitions))]
+
+
 async def replay(
     settings: Settings,
     state_dir: Path,
@@ -80,9 +86,7 @@ async def replay(
         raise ReplayError(f"{state_dir} is not empty: a rebuild needs a fresh state directory")
     topic = settings.graph_events_topic
     async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
-        partitions = await reader.partitions(topic)
-        if graph_id is not None:
-            partitions = [partition_of(graph_id.encode(), len(partitions))]
+        partitions = await _partitions_to_read(reader, topic, graph_id)
         live: list[DigestReply] = []
         if verify:
             live = await live_digests(settings, graph_id)
@@ -133,9 +137,7 @@ async def derive_from_turns(
     result = Derivation()
     topic = settings.turns_topic
     async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader, MemoryClient(settings) as client:
-        partitions = await reader.partitions(topic)
-        if graph_id is not None:
-            partitions = [partition_of(graph_id.encode(), len(partitions))]
+        partitions = await _partitions_to_read(reader, topic, graph_id)
         for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
             async for batch in reader.read(topic, partition, start, end):
                 events = []

@@ -45,6 +45,14 @@ def demo_turns() -> list[Turn]:
     return read_turns(Path(__file__).parent / "data" / "demo.jsonl")
 
 
+def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
+    """graph -> number of distinct turn ids among `turns` (what the graph will hold)."""
+    ids: dict[str, set[str]] = {}
+    for t in turns:
+        ids.setdefault(t.graph_id, set()).add(t.turn_id)
+    return {g: len(s) for g, s in ids.items()}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,9 +112,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 async def _session(settings: Settings, rounds: int) -> dict[str, Any]:
     turns = demo_turns()
-    expected: dict[str, int] = {}
-    for t in turns:
-        expected[t.graph_id] = expected.get(t.graph_id, 0) + 1
+    expected = turns_per_graph(turns)
     async with MemoryClient(settings) as client:
         # Wait for the worker to own its partitions before timing anything.
         await wait_for_turns(client, {g: 0 for g in expected}, deadline_s=120)

@@ -39,7 +39,6 @@ class Recovery:
         self.states = states
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self.seconds: dict[int, float] = {}  # last catch-up time per partition
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
@@ -72,9 +71,8 @@ class Recovery:
     async def _catch_up(self, partition: int, future: asyncio.Future[bool]) -> None:
         started = time.perf_counter()
         read = await self._read_to_end(partition)
-        self.seconds[partition] = time.perf_counter() - started
         if read:
-            log.info("partition %s caught up: %s events in %.2f s", partition, read, self.seconds[partition])
+            log.info("partition %s caught up: %s events in %.2f s", partition, read, time.perf_counter() - started)
         self._tasks.pop(partition, None)
         if not future.done():
             future.set_result(True)

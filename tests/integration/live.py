@@ -54,14 +54,6 @@ def live_pipeline(home: Path, partitions: int, workers: int = 1) -> Iterator[Liv
         cluster.close()
 
 
-def expected_turns(turns: list[Turn]) -> dict[str, int]:
-    """graph -> number of distinct turn ids."""
-    ids: dict[str, set[str]] = {}
-    for t in turns:
-        ids.setdefault(t.graph_id, set()).add(t.turn_id)
-    return {g: len(s) for g, s in ids.items()}
-
-
 async def publish_and_wait(settings: Settings, turns: list[Turn], batch: int, expected: dict[str, int]) -> None:
     """Publish `turns` in batches of `batch` (each batch acked before the next),
     then wait until every graph has applied its expected number of turns."""

@@ -8,8 +8,8 @@ from processors.events import Turn
 from replay.fold import Selection
 from replay.run import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns
-from tests.integration.live import expected_turns, live_pipeline, publish_and_wait, run
+from streams.demo import demo_turns, turns_per_graph
+from tests.integration.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration
 GRAPHS = 6
@@ -46,7 +46,7 @@ def test_sigkill_mid_ingest_then_restart_gives_the_replayed_graph(tmp_path):
         live.start("worker-1")  # same name: same state directory, as after a real crash
         # While it restarts: the second half, and every turn of the first half again.
         everything = first + rest + first
-        run(publish_and_wait(live.settings, rest + first, len(everything), expected_turns(everything)))
+        run(publish_and_wait(live.settings, rest + first, len(everything), turns_per_graph(everything)))
 
         async def check() -> None:
             async with MemoryClient(live.settings) as client:

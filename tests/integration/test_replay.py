@@ -18,9 +18,9 @@ from processors.events import ActivationReply, Turn
 from replay.fold import Selection
 from replay.run import derive_from_turns, replay, switch_version
 from streams.client import MemoryClient
-from streams.demo import demo_turns, wait_for_turns
+from streams.demo import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import (
-    digests_by_graph, expected_turns, live_digests, live_pipeline, publish_and_wait, run,
+    digests_by_graph, live_digests, live_pipeline, publish_and_wait, run,
     wait_for_workers,
 )
 
@@ -47,7 +47,7 @@ async def ingest_one_at_a_time(settings, turns: list[Turn]) -> None:
         await wait_for_turns(client, {t.graph_id: 0 for t in turns}, deadline_s=120)
         for i, turn in enumerate(turns):
             await client.publish([turn])
-            await wait_for_turns(client, expected_turns(turns[: i + 1]), deadline_s=60)
+            await wait_for_turns(client, turns_per_graph(turns[: i + 1]), deadline_s=60)
 
 
 def replay_all(settings, state_dir: Path, **selection):
@@ -62,11 +62,11 @@ def three(tmp_path_factory):
     with live_pipeline(tmp_path_factory.mktemp("three"), partitions=3) as live:
         run(ingest_one_at_a_time(live.settings, renamed(turns, "one-")))
         batch = renamed(turns, "batch-")
-        run(publish_and_wait(live.settings, batch, len(batch), expected_turns(batch)))
+        run(publish_and_wait(live.settings, batch, len(batch), turns_per_graph(batch)))
         twice = renamed(turns, "dup-") + renamed(turns, "dup-")
-        run(publish_and_wait(live.settings, twice, len(twice), expected_turns(twice)))
+        run(publish_and_wait(live.settings, twice, len(twice), turns_per_graph(twice)))
         half = renamed(first_half_of_alice(), "half-")
-        run(publish_and_wait(live.settings, half, len(half), expected_turns(half)))
+        run(publish_and_wait(live.settings, half, len(half), turns_per_graph(half)))
         yield live
 
 
@@ -75,7 +75,7 @@ def single(tmp_path_factory):
     """1 partition, 1 worker, one batch."""
     turns = renamed(demo_turns(), "batch-")
     with live_pipeline(tmp_path_factory.mktemp("single"), partitions=1) as live:
-        run(publish_and_wait(live.settings, turns, len(turns), expected_turns(turns)))
+        run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
         yield live
 
 
@@ -87,10 +87,10 @@ def two_workers(tmp_path_factory):
     turns = renamed(demo_turns(), "two-") + renamed(demo_turns(), "two-more-")
     first = [t for t in turns if int(t.turn_id.split("-")[-1]) % 2 == 1]
     with live_pipeline(tmp_path_factory.mktemp("two"), partitions=3) as live:
-        run(publish_and_wait(live.settings, first, len(first), expected_turns(first)))
+        run(publish_and_wait(live.settings, first, len(first), turns_per_graph(first)))
         live.start("worker-2")
         run(wait_for_workers(live.settings, {"worker-1", "worker-2"}))
-        run(publish_and_wait(live.settings, turns, len(turns), expected_turns(turns)))
+        run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
         yield live
 
 
