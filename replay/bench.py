@@ -9,6 +9,8 @@ log it holds), a worker, publishes N turns and times:
 - replay: `emgas replay --all` of that log into a fresh state directory,
   which is the same code a worker runs to recover a partition it has no
   state for (`streams.recovery` calls `replay.rebuild.rebuild_partition`);
+- fold only: the same records, already in memory, folded into a fresh
+  RocksDB state (what replay costs without Kafka);
 - recovery: a second worker with an empty state directory takes over the
   partition; time from its start until it answers with every turn
   (includes process start and the consumer-group join).
@@ -25,8 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from processors.events import Turn
-from replay.fold import Selection
+from processors.graph import GraphParams
+from replay.fold import FoldCounts, Selection, fold_records
+from replay.reader import LogReader, LogRecord
 from replay.run import replay
+from state.projector import PartitionState
+from state.rocks import RocksStore
 from streams.client import MemoryClient
 from streams.demo import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
@@ -54,6 +60,23 @@ async def _ingest(settings: Settings, turns: list[Turn]) -> float:
         return time.perf_counter() - started
 
 
+async def _read_log(settings: Settings) -> list[LogRecord]:
+    """Every record of the (single) graph-events partition, held in memory."""
+    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
+        _, end = (await reader.bounds(settings.graph_events_topic, [0]))[0]
+        return [r async for batch in reader.read(settings.graph_events_topic, 0, 0, end) for r in batch]
+
+
+def _fold_only_s(records: list[LogRecord], state_dir: Path, params: GraphParams) -> float:
+    """Seconds to fold `records` into a fresh RocksDB state: replay without Kafka."""
+    state = PartitionState(RocksStore(state_dir), params)
+    started = time.perf_counter()
+    fold_records(state, records, Selection(), FoldCounts())
+    elapsed = time.perf_counter() - started
+    state.close()
+    return elapsed
+
+
 async def _wait_served(settings: Settings, turns: list[Turn]) -> None:
     async with MemoryClient(settings) as client:
         await wait_for_turns(client, turns_per_graph(turns), deadline_s=600)
@@ -69,6 +92,8 @@ def run_replay_bench(settings: Settings, count: int) -> dict[str, Any]:
     try:
         ingest_s = asyncio.run(_ingest(live, turns))
         result = asyncio.run(replay(live, home / "replayed", None, Selection(), verify=True))
+        records = asyncio.run(_read_log(live))
+        fold_s = _fold_only_s(records, home / "fold-only", live.graph)
         stop_worker(worker)
         started = time.perf_counter()
         worker = start_worker(live, home / "worker-2.log", name="worker-2")
@@ -87,6 +112,7 @@ def run_replay_bench(settings: Settings, count: int) -> dict[str, Any]:
         "replay_s": round(result.report.seconds, 3),
         "replay_events_per_s": round(result.report.events_per_s, 1),
         "replay_verified": result.differences == [],
+        "fold_only_events_per_s": round(len(records) / fold_s, 1),
         "recovery_fresh_worker_s": round(recovery_s, 3),
         "rebuilt_state_bytes": log_bytes,
     }

@@ -1,4 +1,4 @@
-"""The `emgas` command line: demo, broker, worker, publish, query, digest, replay, switch.
+"""The `emgas` command line: demo, broker, worker, publish, query, digest, replay, switch, bench-replay.
 
 The only entry point: it builds the settings once and hands them down.
 Expected failures (no broker, bad input, timeouts) print one clear line
