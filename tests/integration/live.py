@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Iterator
 
 from processors.events import DigestReply, Turn
+from processors.extract import extractor_id, ingest
+from state.digest import partition_digests
+from state.memory import MemoryStore
+from state.projector import PartitionState
 from streams.client import MemoryClient
 from streams.demo import start_worker, stop_worker, wait_for_turns
 from streams.embedded import MockCluster
@@ -78,6 +82,16 @@ async def wait_for_workers(settings: Settings, names: set[str], deadline_s: floa
             if loop.time() > deadline:
                 raise AssertionError(f"partitions not spread over {sorted(names)} in {deadline_s:g} s")
             await asyncio.sleep(0.2)
+
+
+def offline_digests(turns: list[Turn], settings: Settings) -> dict[str, str]:
+    """graph_id -> digest of the graph built in-process from `turns`: the
+    same extraction and fold as a worker, with no broker."""
+    state = PartitionState(MemoryStore(), settings.graph)
+    extractor = extractor_id(settings.extraction)
+    for offset, turn in enumerate(turns):
+        state.apply(ingest(turn, settings.extraction, extractor), offset)
+    return {d.graph_id: d.digest for d in partition_digests(state.repo)}
 
 
 def digests_by_graph(replies: list[DigestReply]) -> dict[str, str]:

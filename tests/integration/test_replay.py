@@ -1,9 +1,9 @@
 """Replay on the embedded broker: every graph is a function of the log.
 
 The same turns are ingested one at a time, in large batches, twice over,
-on 1 and 3 partitions, by 1 and 2 workers (with a rebalance half way), and
-through a crash; every live graph must have the digest of the others and
-of a from-scratch replay. Graph ids are namespaced per scenario (the
+and on 1 and 3 partitions (2 workers: test_rebalance.py; a crash:
+test_crash.py); every live graph must have the digest of a graph built
+in-process from the same turns and of a from-scratch replay. Graph ids are namespaced per scenario (the
 digest does not include the graph id), so one broker hosts several.
 """
 
@@ -20,8 +20,7 @@ from replay.run import derive_from_turns, replay, switch_version
 from streams.client import MemoryClient
 from streams.demo import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import (
-    digests_by_graph, live_digests, live_pipeline, publish_and_wait, run,
-    wait_for_workers,
+    digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )
 
 pytestmark = pytest.mark.integration
@@ -79,37 +78,15 @@ def single(tmp_path_factory):
         yield live
 
 
-@pytest.fixture(scope="module")
-def two_workers(tmp_path_factory):
-    """3 partitions: worker-1 ingests the first half of every graph, then
-    worker-2 joins (the rebalance moves partitions that hold state to a
-    worker that has none) and the second half follows."""
-    turns = renamed(demo_turns(), "two-") + renamed(demo_turns(), "two-more-")
-    first = [t for t in turns if int(t.turn_id.split("-")[-1]) % 2 == 1]
-    with live_pipeline(tmp_path_factory.mktemp("two"), partitions=3) as live:
-        run(publish_and_wait(live.settings, first, len(first), turns_per_graph(first)))
-        live.start("worker-2")
-        run(wait_for_workers(live.settings, {"worker-1", "worker-2"}))
-        run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
-        yield live
+def test_batching_and_partitions_give_identical_digests(three, single):
+    built_offline = offline_digests(demo_turns(), three.settings)
+    assert set(built_offline) == {"alice", "bob"}
+    assert stripped(digests_by_graph(run(live_digests(three.settings))), "one-") == built_offline
+    assert stripped(digests_by_graph(run(live_digests(three.settings))), "batch-") == built_offline
+    assert stripped(digests_by_graph(run(live_digests(single.settings))), "batch-") == built_offline
 
 
-def test_batching_partitions_and_workers_give_identical_digests(three, single, two_workers):
-    one = stripped(digests_by_graph(run(live_digests(three.settings))), "one-")
-    assert set(one) == {"alice", "bob"}
-    assert stripped(digests_by_graph(run(live_digests(three.settings))), "batch-") == one
-    assert stripped(digests_by_graph(run(live_digests(single.settings))), "batch-") == one
-    two = digests_by_graph(run(live_digests(two_workers.settings)))
-    assert stripped(two, "two-more-") == one
-    assert {g: d for g, d in stripped(two, "two-").items() if not g.startswith("more-")} == one
-
-
-def test_graphs_moved_by_the_rebalance_are_served_by_both_workers(two_workers):
-    holders = {r.worker for r in run(live_digests(two_workers.settings)) if r.graphs}
-    assert holders == {"worker-1", "worker-2"}, two_workers.logs()
-
-
-@pytest.mark.parametrize("name", ["three", "single", "two_workers"])
+@pytest.mark.parametrize("name", ["three", "single"])
 def test_live_graphs_equal_a_replay_from_scratch(name, request, tmp_path):
     live = request.getfixturevalue(name)
     result = run(replay(live.settings, tmp_path / "rebuilt", None, Selection(), verify=True))
