@@ -30,7 +30,10 @@ CURRENT_VERSIONS: dict[str, int] = {
     "turn": 1,
     "turn_ingested": 2,
     "graph_version_switched": 1,
-    "activation_query": 2,
+    "decay": 1,
+    "consolidate": 1,
+    "retrieved": 1,
+    "activation_query": 3,
     "digest_query": 1,
     "activation_reply": 1,
     "digest_reply": 1,
@@ -44,10 +47,18 @@ def _unversioned_graph(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "graph_version": None}
 
 
+def _reinforcing(obj: dict[str, Any]) -> dict[str, Any]:
+    """v2 -> v3 of activation_query: reinforcement by retrieval came in with
+    v3; a v2 query is answered as every query now is, reinforcing, at the
+    graph's latest event time."""
+    return {**obj, "reinforce": True, "at": None}
+
+
 # (type, version) -> function turning that version's dict into version + 1.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("turn_ingested", 1): _unversioned_graph,
     ("activation_query", 1): _unversioned_graph,
+    ("activation_query", 2): _reinforcing,
 }
 
 _GRAPH_EVENT = TypeAdapter(GraphEvent)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from processors.dynamics import DecayParams
+
 MAX_ID_CHARS = 256
 MAX_TEXT_BYTES = 64 * 1024
 MAX_METADATA_ITEMS = 64
@@ -101,7 +103,92 @@ class GraphVersionSwitched(Event):
     timestamp: AwareDatetime
 
 
-GraphEvent = Annotated[Union[TurnIngested, GraphVersionSwitched], Field(discriminator="type")]
+class PrunedConcept(Event):
+    """A concept a decay tick removes. `reason`: `activation` (its base
+    activation at the tick, `value`, is below the threshold) or `isolated`
+    (the tick removes its last edge)."""
+
+    id: str
+    reason: Literal["activation", "isolated"]
+    value: float
+
+
+class PrunedEdge(Event):
+    """An edge a decay tick removes: its retention R at the tick (`value`) is below the threshold."""
+
+    a: str
+    b: str
+    value: float
+
+
+class Decay(Event):
+    """Graph event: a decay tick. Time window [.., `timestamp`) of the graph
+    version closed (or an idle graph was ticked); base activations and edge
+    retentions are taken to `timestamp` with `params`, and the concepts and
+    edges listed fall below the thresholds there and are removed.
+
+    The emitter decides the lists from the state it has applied; applying
+    checks each entry again against the state (an entry reinforced since is
+    kept), so the result depends only on the event and the state.
+    """
+
+    type: Literal["decay"] = "decay"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    graph_version: int = Field(ge=1)
+    timestamp: AwareDatetime  # the tick's event time (`as_of`)
+    trigger: Literal["window", "idle", "manual"]
+    params: DecayParams
+    concepts: tuple[PrunedConcept, ...] = ()
+    edges: tuple[PrunedEdge, ...] = ()
+
+
+class TopicNode(Event):
+    """A topic: a cluster of strongly co-occurring concepts (hierarchical
+    edges member -> topic). `id` is derived from the most central member;
+    `label` joins the texts of the most central members."""
+
+    id: str
+    label: str
+    members: tuple[str, ...]
+
+
+class Consolidate(Event):
+    """Graph event: the graph version's topic nodes as of `timestamp`; they
+    replace the previous ones. Members pruned since are dropped on apply."""
+
+    type: Literal["consolidate"] = "consolidate"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    graph_version: int = Field(ge=1)
+    timestamp: AwareDatetime
+    topics: tuple[TopicNode, ...]
+
+
+class Boost(Event):
+    """Reinforcement of one concept by a retrieval; `amount` is unitless."""
+
+    id: str
+    amount: float = Field(ge=0.0)
+
+
+class Retrieved(Event):
+    """Graph event: a query activated these concepts (reinforcement by
+    retrieval). Emitted by the query agent, so replay reproduces it."""
+
+    type: Literal["retrieved"] = "retrieved"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    graph_version: int = Field(ge=1)
+    request_id: Identifier
+    timestamp: AwareDatetime
+    boosts: tuple[Boost, ...]
+
+
+GraphEvent = Annotated[
+    Union[TurnIngested, GraphVersionSwitched, Decay, Consolidate, Retrieved],
+    Field(discriminator="type"),
+]
 
 
 class QueryParams(Event):
@@ -123,7 +210,7 @@ class ActivationQuery(Event):
     """
 
     type: Literal["activation_query"] = "activation_query"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     request_id: Identifier
     graph_id: Identifier
     # None: the graph's active version. Added in schema version 2.
@@ -134,6 +221,11 @@ class ActivationQuery(Event):
     )
     reply_to: TopicName = "emgas.replies"
     params: QueryParams = QueryParams()
+    # Added in schema version 3. `reinforce`: the concepts the answer
+    # activates are boosted (a `retrieved` graph event). `at`: the event time
+    # of that boost (default: the latest event time the graph has seen).
+    reinforce: bool = True
+    at: AwareDatetime | None = None
 
 
 class DigestQuery(Event):

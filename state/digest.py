@@ -1,8 +1,10 @@
 """A canonical digest of a graph version: equal content, equal digest.
 
-The digest covers everything that defines a graph (its totals, concepts
-with their metadata, concept -> passage links, pair counts and passages),
-not caches (views) and not the log offset (which depends on the partition
+The digest covers everything that defines a graph (its totals and clocks,
+concepts with their metadata, concept -> passage links, pair counts and
+last co-occurrences, passages, topic nodes), not caches (views), not the
+idempotency ledgers (turn ids of pruned passages, applied retrievals) and
+not the log offset (which depends on the partition
 layout, not on the graph). Each record is rendered canonically (its key
 fields, then its value as JSON with sorted keys, floats as their shortest
 round-trip repr, no whitespace), records are taken in key order, and each
@@ -17,7 +19,7 @@ import hashlib
 import json
 from typing import Any, Callable, Iterable, Iterator
 
-from processors.events import GraphDigest, SectionDigest
+from processors.events import GraphDigest, SectionDigest, TopicNode
 from processors.graph import ConceptState, GraphRef, Passage
 from state import keys
 from state.repository import GraphRepository
@@ -27,8 +29,9 @@ Render = Callable[[bytes], Any]
 SECTIONS: tuple[tuple[str, bytes, Render], ...] = (
     ("concepts", b"c", lambda raw: ConceptState.model_validate_json(raw).model_dump(mode="json")),
     ("sources", b"s", lambda raw: None),
-    ("pairs", b"p", keys.decode_count),
+    ("pairs", b"p", lambda raw: list(keys.decode_pair(raw))),
     ("passages", b"t", lambda raw: Passage.model_validate_json(raw).model_dump(mode="json")),
+    ("topics", b"k", lambda raw: TopicNode.model_validate_json(raw).model_dump(mode="json")),
 )
 
 
@@ -55,7 +58,7 @@ def _hash_lines(lines: Iterable[str]) -> SectionDigest:
 
 def graph_digest(repo: GraphRepository, ref: GraphRef) -> GraphDigest:
     """The digest of one graph version as stored in `repo`."""
-    sections = {"meta": _hash_lines([canonical_json({"turns": repo.turns(ref)})])}
+    sections = {"meta": _hash_lines([canonical_json(repo.meta(ref).model_dump(mode="json"))])}
     for name, kind, render in SECTIONS:
         sections[name] = _hash_lines(section_records(repo, ref, kind, render))
     top = _hash_lines(f"{name} {s.count} {s.digest}" for name, s in sections.items())

@@ -6,8 +6,13 @@
     g 0 GRAPH 0 VERSION 0 m            -> graph totals (JSON {"turns": int})
     g 0 GRAPH 0 VERSION 0 c 0 CONCEPT  -> ConceptState JSON
     g 0 GRAPH 0 VERSION 0 s 0 CONCEPT 0 TURN -> b"" (concept's source passage)
-    g 0 GRAPH 0 VERSION 0 p 0 A 0 B    -> pair count, A < B (8-byte big-endian)
+    g 0 GRAPH 0 VERSION 0 p 0 A 0 B    -> pair, A < B: count and last co-occurrence
+                                          (8-byte big-endian each; time in µs since 1970)
     g 0 GRAPH 0 VERSION 0 t 0 TURN     -> Passage JSON
+    g 0 GRAPH 0 VERSION 0 k 0 TOPIC    -> TopicNode JSON
+    g 0 GRAPH 0 VERSION 0 f 0 TURN     -> b"" (a turn applied whose passage was pruned)
+    g 0 GRAPH 0 VERSION 0 q 0 REQUEST  -> b"" (a retrieval already applied)
+    v                                  -> state format (JSON {"format": int})
 
 (0 is a NUL byte; VERSION is decimal.) Identifiers cannot hold control
 characters (see `processors.events`), so NUL separates fields without
@@ -22,6 +27,7 @@ from processors.graph import GraphRef
 
 SEP = b"\x00"
 OFFSET = b"o"
+FORMAT = b"v"
 REGISTRY = b"r" + SEP
 ACTIVE = b"a" + SEP
 
@@ -54,7 +60,7 @@ def passage(ref: GraphRef, turn_id: str) -> bytes:
 
 @lru_cache(maxsize=16384)
 def section(ref: GraphRef, kind: bytes) -> bytes:
-    """Prefix of one kind of record (b"c", b"s", b"p", b"t") of a graph version."""
+    """Prefix of one kind of record (b"c", b"s", b"p", b"t", ...) of a graph version."""
     return graph_prefix(ref) + kind + SEP
 
 
@@ -71,9 +77,25 @@ def active(graph_id: str) -> bytes:
     return ACTIVE + graph_id.encode()
 
 
-def encode_count(n: int) -> bytes:
-    return n.to_bytes(8, "big")
+def topic(ref: GraphRef, topic_id: str) -> bytes:
+    return section(ref, b"k") + topic_id.encode()
 
 
-def decode_count(raw: bytes | None) -> int:
-    return int.from_bytes(raw, "big") if raw else 0
+def forgotten_turn(ref: GraphRef, turn_id: str) -> bytes:
+    return section(ref, b"f") + turn_id.encode()
+
+
+def retrieval(ref: GraphRef, request_id: str) -> bytes:
+    return section(ref, b"q") + request_id.encode()
+
+
+def encode_pair(count: int, last_us: int) -> bytes:
+    return count.to_bytes(8, "big") + last_us.to_bytes(8, "big", signed=True)
+
+
+def decode_pair(raw: bytes | None) -> tuple[int, int]:
+    """(count, last co-occurrence in µs since 1970); (0, minimum) when absent."""
+    if not raw:
+        return 0, -(2**63)
+    return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big", signed=True)
+

@@ -7,8 +7,11 @@ in-memory views of its graph versions. Applying an event at log offset `o`:
   between writing state and committing the consumer offset); skipped.
 - a turn already stored in its graph version (same turn_id): a duplicate
   publish; only the offset advances.
-- otherwise the core computes the delta, and the delta and `o` are written
-  in one atomic batch, then mirrored into the view.
+- a decay tick or consolidation not later than the graph's last one, or a
+  retrieval whose request was applied: a duplicate emission; only the
+  offset advances.
+- otherwise the core computes the change, and the change and `o` are
+  written in one atomic batch, then mirrored into the view.
 
 So every valid event changes the state exactly once, whatever the
 delivery guarantees of the transport.
@@ -18,8 +21,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from processors.events import GraphEvent, GraphVersionSwitched, TurnIngested
-from processors.graph import GraphParams, GraphRef, apply_turn
+from processors.events import Consolidate, Decay, GraphEvent, GraphVersionSwitched, Retrieved, TurnIngested
+from processors.graph import GraphMeta, GraphParams, GraphRef, apply_turn, concept_after_retrieval
+from processors.pruning import expired_concepts, expired_edges, isolated_by
 from state.repository import GraphRepository
 from state.store import PartitionStore
 from state.view import GraphView, load_view
@@ -28,6 +32,9 @@ from state.view import GraphView, load_view
 class Outcome(str, Enum):
     APPLIED = "applied"
     DUPLICATE_TURN = "duplicate_turn"
+    DUPLICATE_TICK = "duplicate_tick"
+    DUPLICATE_RETRIEVAL = "duplicate_retrieval"
+    UNKNOWN_GRAPH = "unknown_graph"
     ALREADY_APPLIED = "already_applied"
 
 
@@ -38,7 +45,7 @@ class PartitionState:
         self.repo = GraphRepository(store)
         self.params = params
         self.views: dict[GraphRef, GraphView] = {
-            ref: load_view(self.repo, ref) for ref in self.repo.graph_refs()
+            ref: load_view(self.repo, ref, params.decay) for ref in self.repo.graph_refs()
         }
         self._offset = self.repo.applied_offset()
 
@@ -56,8 +63,10 @@ class PartitionState:
         if isinstance(event, GraphVersionSwitched):
             self.repo.switch_version(event.graph_id, event.version, offset)
             outcome = Outcome.APPLIED
-        else:
+        elif isinstance(event, TurnIngested):
             outcome = self._apply_turn(event, offset)
+        else:
+            outcome = self._apply_dynamics(event, offset)
         self._offset = offset
         return outcome
 
@@ -67,9 +76,100 @@ class PartitionState:
             self.repo.mark_offset(offset)
             return Outcome.DUPLICATE_TURN
         existing = self.repo.concepts(ref, [c.id for c in event.concepts])
-        delta = apply_turn(event, ref.version, existing, self.params)
-        self.repo.write(delta, offset)
-        self.views.setdefault(ref, GraphView(ref)).apply(delta)
+        delta = apply_turn(event, ref.version, existing, self.params, self.repo.meta(ref))
+        pairs = self.repo.write(delta, offset)
+        self._view(ref).apply(delta, pairs)
+        return Outcome.APPLIED
+
+    def _view(self, ref: GraphRef) -> GraphView:
+        view = self.views.get(ref)
+        if view is None:
+            view = self.views[ref] = GraphView(ref, self.params.decay)
+        return view
+
+    def _apply_dynamics(self, event: Decay | Consolidate | Retrieved, offset: int) -> Outcome:
+        ref = GraphRef(event.graph_id, event.graph_version)
+        if ref not in self.views:
+            self.repo.mark_offset(offset)
+            return Outcome.UNKNOWN_GRAPH
+        if isinstance(event, Decay):
+            return self._apply_decay(ref, event, offset)
+        if isinstance(event, Consolidate):
+            return self._apply_consolidate(ref, event, offset)
+        return self._apply_retrieval(ref, event, offset)
+
+    def _apply_retrieval(self, ref: GraphRef, event: Retrieved, offset: int) -> Outcome:
+        if self.repo.has_retrieval(ref, event.request_id):
+            self.repo.mark_offset(offset)
+            return Outcome.DUPLICATE_RETRIEVAL
+        meta = self.repo.meta(ref)
+        existing = self.repo.concepts(ref, [b.id for b in event.boosts])
+        boosted = [
+            concept_after_retrieval(existing[b.id], b.amount, event.timestamp, meta)
+            for b in event.boosts
+            if b.id in existing
+        ]
+        self.repo.write_concepts(ref, boosted, offset, event.request_id)
+        for concept in boosted:
+            self.views[ref].note_concept(concept)
+        return Outcome.APPLIED
+
+    def _apply_decay(self, ref: GraphRef, event: Decay, offset: int) -> Outcome:
+        """Remove what the tick lists and still qualifies (see `processors.pruning`)."""
+        meta = self.repo.meta(ref)
+        if meta.decayed_to is not None and event.timestamp <= meta.decayed_to:
+            self.repo.mark_offset(offset)
+            return Outcome.DUPLICATE_TICK
+        view, at, params = self.views[ref], event.timestamp, event.params
+        listed = {c.id for c in event.concepts if c.reason == "activation"}
+        concepts = [c.id for c in expired_concepts(self.repo.concepts(ref, listed).values(), at, params)]
+        listed_edges = [(e.a, e.b) for e in event.edges]
+        edges = [(e.a, e.b) for e in expired_edges(self.repo.pairs(ref, listed_edges), at, params)]
+        isolated = {c.id for c in event.concepts if c.reason == "isolated"}
+        concepts += [
+            c.id for c in isolated_by(concepts, edges, view.neighbour_ids, isolated.__contains__)
+        ]
+        self._remove(ref, meta.model_copy(update={"decayed_to": at, "decay": params}), concepts, edges, offset)
+        return Outcome.APPLIED
+
+    def _remove(
+        self, ref: GraphRef, meta: GraphMeta, concepts: list[str], edges: list[tuple[str, str]], offset: int
+    ) -> None:
+        """Remove concepts (with their edges and passage links), edges, and
+        the passages no remaining concept links to."""
+        view = self.views[ref]
+        gone = set(concepts)
+        all_edges = set(edges)
+        sources = []
+        for cid in concepts:
+            all_edges.update(tuple(sorted((cid, other))) for other in view.neighbour_ids(cid))
+            sources += [(cid, turn_id) for turn_id in self.repo.sources(ref, cid)]
+        touched = sorted({turn_id for _, turn_id in sources})
+        orphaned = [
+            turn_id
+            for turn_id, passage in self.repo.passages(ref, touched).items()
+            if not self.repo.linked(ref, turn_id, [c for c in passage.concept_ids if c not in gone])
+        ]
+        self.repo.write_removals(ref, meta, concepts, sorted(all_edges), sources, orphaned, offset)
+        for a, b in edges:
+            if a not in gone and b not in gone:
+                view.remove_edge(a, b)
+        for cid in concepts:
+            view.remove_concept(cid)
+
+    def _apply_consolidate(self, ref: GraphRef, event: Consolidate, offset: int) -> Outcome:
+        meta = self.repo.meta(ref)
+        if meta.consolidated_to is not None and event.timestamp <= meta.consolidated_to:
+            self.repo.mark_offset(offset)
+            return Outcome.DUPLICATE_TICK
+        view = self.views[ref]
+        topics = []
+        for topic in event.topics:
+            members = tuple(m for m in topic.members if m in view.index)
+            if len(members) >= 2:
+                topics.append(topic.model_copy(update={"members": members}))
+        self.repo.write_topics(ref, meta.model_copy(update={"consolidated_to": event.timestamp}), topics, offset)
+        view.topics = topics
         return Outcome.APPLIED
 
     def close(self) -> None:

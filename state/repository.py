@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
+from typing import Iterable
 
-from processors.graph import ConceptState, GraphRef, Passage, TurnDelta
+from processors.dynamics import EPOCH
+from processors.events import TopicNode
+from processors.graph import ConceptState, GraphMeta, GraphRef, Passage, TurnDelta
+from processors.pruning import Edge, PairState
 from state import keys
 from state.store import PartitionStore
 
 NO_OFFSET = -1
 FIRST_VERSION = 1
+# Version of the key layout and record formats; a store in another format
+# is rebuilt from the log (see `streams.partitions`).
+STATE_FORMAT = 2
+
+
+def to_us(t: datetime) -> int:
+    """Event time as integer microseconds since 1970 (exact for aware datetimes)."""
+    return (t - EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
 
 
 class GraphRepository:
@@ -22,6 +39,13 @@ class GraphRepository:
         """Offset of the last graph event applied here; NO_OFFSET if none."""
         raw = self.store.get(keys.OFFSET)
         return json.loads(raw)["offset"] if raw else NO_OFFSET
+
+    def state_format(self) -> int | None:
+        """The format the store was written in; None for an empty store."""
+        raw = self.store.get(keys.FORMAT)
+        if raw:
+            return json.loads(raw)["format"]
+        return 1 if self.store.get(keys.OFFSET) else None
 
     def graph_refs(self) -> list[GraphRef]:
         """Every graph version held here, in key order."""
@@ -37,13 +61,22 @@ class GraphRepository:
         return json.loads(raw)["version"] if raw else FIRST_VERSION
 
     def has_turn(self, ref: GraphRef, turn_id: str) -> bool:
-        return self.store.get(keys.passage(ref, turn_id)) is not None
+        """Whether the turn was applied (its passage is stored, or was pruned)."""
+        found = self.store.multi_get([keys.passage(ref, turn_id), keys.forgotten_turn(ref, turn_id)])
+        return any(raw is not None for raw in found)
+
+    def has_retrieval(self, ref: GraphRef, request_id: str) -> bool:
+        return self.store.get(keys.retrieval(ref, request_id)) is not None
+
+    def meta(self, ref: GraphRef) -> GraphMeta:
+        raw = self.store.get(keys.graph_meta(ref))
+        return GraphMeta.model_validate_json(raw) if raw else GraphMeta()
 
     def turns(self, ref: GraphRef) -> int:
-        raw = self.store.get(keys.graph_meta(ref))
-        return json.loads(raw)["turns"] if raw else 0
+        return self.meta(ref).turns
 
-    def concepts(self, ref: GraphRef, ids: list[str]) -> dict[str, ConceptState]:
+    def concepts(self, ref: GraphRef, ids: Iterable[str]) -> dict[str, ConceptState]:
+        ids = list(ids)
         raws = self.store.multi_get([keys.concept(ref, cid) for cid in ids])
         return {
             cid: ConceptState.model_validate_json(raw)
@@ -51,42 +84,116 @@ class GraphRepository:
             if raw is not None
         }
 
+    def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
+        edges = list(edges)
+        raws = self.store.multi_get([keys.pair(ref, a, b) for a, b in edges])
+        found = {}
+        for edge, raw in zip(edges, raws):
+            if raw is not None:
+                count, last = keys.decode_pair(raw)
+                found[edge] = PairState(count, from_us(last))
+        return found
+
+    def sources(self, ref: GraphRef, cid: str) -> list[str]:
+        """Turn ids of the passages that mention `cid`."""
+        prefix = keys.section(ref, b"s") + cid.encode() + keys.SEP
+        return [key[len(prefix):].decode() for key, _ in self.store.scan(prefix)]
+
+    def linked(self, ref: GraphRef, turn_id: str, concept_ids: list[str]) -> bool:
+        """Whether any of these concepts links to the passage of `turn_id`."""
+        links = self.store.multi_get([keys.concept_passage(ref, c, turn_id) for c in concept_ids])
+        return any(link is not None for link in links)
+
     def passages(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, Passage]:
         raws = self.store.multi_get([keys.passage(ref, t) for t in turn_ids])
         return {
             t: Passage.model_validate_json(raw) for t, raw in zip(turn_ids, raws) if raw is not None
         }
 
+    def topics(self, ref: GraphRef) -> list[TopicNode]:
+        return [TopicNode.model_validate_json(raw) for _, raw in self.store.scan(keys.section(ref, b"k"))]
+
     def mark_offset(self, offset: int) -> None:
         """Record that the event at `offset` was seen but changed nothing."""
-        self.store.write({keys.OFFSET: _offset_value(offset)})
+        self.store.write(_base(offset))
 
     def switch_version(self, graph_id: str, version: int, offset: int) -> None:
         """Make `version` the active one, with the offset of the event that said so."""
         self.store.write({
-            keys.OFFSET: _offset_value(offset),
+            **_base(offset),
             keys.active(graph_id): json.dumps({"version": version}).encode(),
         })
 
-    def write(self, delta: TurnDelta, offset: int) -> None:
-        """Write one turn's delta and the log offset it came from, atomically."""
+    def write(self, delta: TurnDelta, offset: int) -> dict[Edge, PairState]:
+        """Write one turn's delta and the log offset it came from, atomically;
+        return the new state of the turn's pairs."""
         ref = delta.ref
         turn_id = delta.passage.turn_id
         pair_keys = [keys.pair(ref, a, b) for a, b in delta.pairs]
         old_pairs = self.store.multi_get(pair_keys)
         batch: dict[bytes, bytes | None] = {
-            keys.OFFSET: _offset_value(offset),
+            **_base(offset),
             keys.registry(ref): b"",
-            keys.graph_meta(ref): json.dumps({"turns": self.turns(ref) + 1}).encode(),
-            keys.passage(ref, turn_id): delta.passage.model_dump_json().encode(),
+            keys.graph_meta(ref): _json(delta.meta),
+            keys.passage(ref, turn_id): _json(delta.passage),
         }
         for concept in delta.concepts:
-            batch[keys.concept(ref, concept.id)] = concept.model_dump_json().encode()
+            batch[keys.concept(ref, concept.id)] = _json(concept)
             batch[keys.concept_passage(ref, concept.id, turn_id)] = b""
-        for key, old in zip(pair_keys, old_pairs):
-            batch[key] = keys.encode_count(keys.decode_count(old) + 1)
+        at = to_us(delta.passage.timestamp)
+        pairs = {}
+        for edge, key, old in zip(delta.pairs, pair_keys, old_pairs):
+            count, last = keys.decode_pair(old)
+            batch[key] = keys.encode_pair(count + 1, max(last, at))
+            pairs[edge] = PairState(count + 1, from_us(max(last, at)))
+        self.store.write(batch)
+        return pairs
+
+    def write_concepts(
+        self, ref: GraphRef, concepts: Iterable[ConceptState], offset: int, request_id: str | None = None
+    ) -> None:
+        """Replace concept records (a retrieval's boosts), marking the request applied."""
+        batch = {**_base(offset), **{keys.concept(ref, c.id): _json(c) for c in concepts}}
+        if request_id is not None:
+            batch[keys.retrieval(ref, request_id)] = b""
+        self.store.write(batch)
+
+    def write_removals(
+        self,
+        ref: GraphRef,
+        meta: GraphMeta,
+        concepts: Iterable[str],
+        edges: Iterable[Edge],
+        sources: Iterable[tuple[str, str]],
+        passages: Iterable[str],
+        offset: int,
+    ) -> None:
+        """A decay tick: the new meta, and concepts, edges, concept -> passage
+        links and passages removed (a removed passage's turn stays known)."""
+        batch: dict[bytes, bytes | None] = {**_base(offset), keys.graph_meta(ref): _json(meta)}
+        batch.update({keys.concept(ref, cid): None for cid in concepts})
+        batch.update({keys.pair(ref, a, b): None for a, b in edges})
+        batch.update({keys.concept_passage(ref, cid, t): None for cid, t in sources})
+        for turn_id in passages:
+            batch[keys.passage(ref, turn_id)] = None
+            batch[keys.forgotten_turn(ref, turn_id)] = b""
+        self.store.write(batch)
+
+    def write_topics(self, ref: GraphRef, meta: GraphMeta, topics: Iterable[TopicNode], offset: int) -> None:
+        """Replace the graph version's topic nodes."""
+        batch: dict[bytes, bytes | None] = {key: None for key, _ in self.store.scan(keys.section(ref, b"k"))}
+        batch.update({**_base(offset), keys.graph_meta(ref): _json(meta)})
+        batch.update({keys.topic(ref, t.id): _json(t) for t in topics})
         self.store.write(batch)
 
 
-def _offset_value(offset: int) -> bytes:
-    return json.dumps({"offset": offset}).encode()
+def _json(model: ConceptState | GraphMeta | Passage | TopicNode) -> bytes:
+    return model.model_dump_json().encode()
+
+
+def _base(offset: int) -> dict[bytes, bytes | None]:
+    """What every write carries: the log offset it reflects and the state format."""
+    return {
+        keys.OFFSET: json.dumps({"offset": offset}).encode(),
+        keys.FORMAT: json.dumps({"format": STATE_FORMAT}).encode(),
+    }

@@ -1,7 +1,8 @@
 """Answering an activation query from a partition's state (reads only).
 
-Serving a query writes nothing: reinforcement by retrieval, when it comes,
-is an event in the log like every other change.
+Serving a query writes nothing: its reinforcement of the concepts it
+activated is a `retrieved` event that the query agent appends to the log,
+applied like every other change.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from processors.errors import QueryError
 from processors.events import (
     ActivationQuery,
     ActivationReply,
+    Boost,
+    Retrieved,
     GraphStats,
     RankedConcept,
     RankedPassage,
     Timings,
 )
 from processors.extract import ExtractionParams, normalise, query_seeds
+from processors.graph import GraphParams, on_grid
 from state.projector import PartitionState
 from state.view import GraphView
 
@@ -80,7 +84,7 @@ def answer(
             for pid, score in ranked
         ),
         iterations=iterations,
-        stats=GraphStats(turns=view.turns, concepts=view.size),
+        stats=GraphStats(turns=view.turns, concepts=view.concepts),
         timings=Timings(
             extract_ms=_ms(started, extracted), spread_ms=_ms(extracted, spread_done),
             rank_ms=_ms(spread_done, finished), total_ms=_ms(started, finished),
@@ -90,3 +94,27 @@ def answer(
 
 def _ms(a: float, b: float) -> float:
     return round((b - a) * 1000.0, 3)
+
+
+def reinforcement(
+    state: PartitionState, query: ActivationQuery, reply: ActivationReply, params: GraphParams
+) -> Retrieved | None:
+    """The `retrieved` event of an answer: each returned concept gets
+    retrieval_boost · min(1, activation), at the query's `at` or else the
+    graph's latest event time. None when the query asks for no
+    reinforcement or nothing was activated."""
+    view = state.view(query.graph_id, query.graph_version)
+    if not query.reinforce or view is None or params.retrieval_boost == 0:
+        return None
+    boosts = tuple(
+        Boost(id=c.id, amount=on_grid(params.retrieval_boost * min(1.0, c.activation)))
+        for c in reply.concepts
+        if c.activation > 0
+    )
+    at = query.at or state.repo.meta(view.ref).clock
+    if not boosts or at is None:
+        return None
+    return Retrieved(
+        graph_id=query.graph_id, graph_version=view.ref.version, request_id=query.request_id,
+        timestamp=at, boosts=boosts,
+    )

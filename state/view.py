@@ -1,28 +1,58 @@
 """The in-memory view that serves queries: a compact, incrementally kept adjacency.
 
-Derived from the durable state (rebuilt by `load_view`) and kept current by
-`apply` after each write, so a query never walks RocksDB key by key. Each
-node's neighbour list is cached as numpy arrays (indices, pair counts) and
-invalidated only when a turn touches that node; edge weights are computed
+Derived from the durable state (rebuilt by `load_view`) and kept current
+after each write, so a query never walks RocksDB key by key. Each node's
+neighbour list is cached as numpy arrays (indices, pair counts) and
+invalidated only when a change touches that node; edge weights are computed
 from the counts when read, exact for the current N.
+
+Removed concepts leave a dead slot (their index is not reused until the
+view is rebuilt), so arrays indexed by node stay valid. The view also keeps
+two heaps of "due times" for the decay scheduler: when each concept's base
+activation and each edge's retention will fall below the thresholds under
+the configured parameters. A change pushes the new due time; due times only
+move later, so an entry that is older than its record is simply dropped.
 """
 
 from __future__ import annotations
+
+import heapq
+from datetime import datetime
+from typing import Iterable
 
 import numpy as np
 
 from processors.association import WeightKind, outgoing_weights, specificity
 from processors.activation import Neighbours
+from processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
+from processors.events import TopicNode
 from processors.graph import ConceptState, GraphRef, TurnDelta
+from processors.pruning import Edge, PairState
 from state import keys
-from state.repository import GraphRepository
+from state.repository import GraphRepository, from_us
+
+
+def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
+    """Event time (s since 1970) at which the concept's activation reaches θ."""
+    remaining = time_to_threshold(concept.base_activation, concept.reinforcements, params)
+    return seconds(concept.decay_reference) + remaining
+
+
+def edge_due_s(pair: PairState, params: DecayParams) -> float:
+    """Event time (s since 1970) at which the edge's retention reaches θ_e."""
+    return seconds(pair.last) + edge_lifetime(pair.count, params)
 
 
 class GraphView:
     """One graph's nodes, counts, co-occurrence adjacency and passage ids."""
 
-    def __init__(self, ref: GraphRef) -> None:
+    def __init__(self, ref: GraphRef, decay: DecayParams) -> None:
         self.ref = ref
+        self.decay = decay
+        self.dead = 0
+        self.topics: list[TopicNode] = []
+        self._concept_due: list[tuple[float, str]] = []
+        self._edge_due: list[tuple[float, str, str]] = []
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
         self.texts: list[str] = []
@@ -34,7 +64,17 @@ class GraphView:
 
     @property
     def size(self) -> int:
+        """Node slots, dead ones included (the length of per-node arrays)."""
         return len(self.ids)
+
+    @property
+    def concepts(self) -> int:
+        """Live concepts."""
+        return len(self.index)
+
+    @property
+    def edges(self) -> int:
+        return sum(len(row) for row in self._adjacency) // 2
 
     @property
     def counts(self) -> np.ndarray:
@@ -62,16 +102,66 @@ class GraphView:
             self._adjacency[x][y] = self._adjacency[x].get(y, 0) + increment
             self._arrays.pop(x, None)
 
-    def apply(self, delta: TurnDelta) -> None:
-        """Mirror a delta just written to the store."""
+    def apply(self, delta: TurnDelta, pairs: dict[Edge, PairState]) -> None:
+        """Mirror a delta just written to the store (`pairs`: their new state)."""
         turn_id = delta.passage.turn_id
         for concept in delta.concepts:
             i = self.node(concept.id, concept.text)
             self.set_count(i, concept.count)
             self.passage_ids[i].append(turn_id)
+            self.note_concept(concept)
         for a, b in delta.pairs:
             self.add_pair(self.index[a], self.index[b], 1)
-        self.turns += 1
+        for edge, pair in pairs.items():
+            self.note_edge(edge, pair)
+        self.turns = delta.meta.turns
+
+    def note_concept(self, concept: ConceptState) -> None:
+        heapq.heappush(self._concept_due, (concept_due_s(concept, self.decay), concept.id))
+
+    def note_edge(self, edge: Edge, pair: PairState) -> None:
+        heapq.heappush(self._edge_due, (edge_due_s(pair, self.decay), *edge))
+
+    def due_concepts(self, at: datetime) -> list[str]:
+        """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""
+        return [cid for _, cid in _pop_due(self._concept_due, seconds(at))]
+
+    def due_edges(self, at: datetime) -> list[Edge]:
+        return [(a, b) for _, a, b in _pop_due(self._edge_due, seconds(at))]
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
+        """Live concepts' counts and texts, and pair counts, by id."""
+        counts = {cid: int(self._counts[i]) for cid, i in self.index.items()}
+        texts = {cid: self.texts[i] for cid, i in self.index.items()}
+        pairs = {}
+        for cid, i in self.index.items():
+            for j, count in self._adjacency[i].items():
+                other = self.ids[j]
+                if cid < other:
+                    pairs[(cid, other)] = count
+        return counts, texts, pairs
+
+    def neighbour_ids(self, cid: str) -> list[str]:
+        i = self.index.get(cid)
+        return [] if i is None else [self.ids[j] for j in self._adjacency[i]]
+
+    def remove_concept(self, cid: str) -> None:
+        """Drop a concept, its edges and its passage links (its slot stays, dead)."""
+        i = self.index.pop(cid)
+        for j in self._adjacency[i]:
+            del self._adjacency[j][i]
+            self._arrays.pop(j, None)
+        self._adjacency[i] = {}
+        self._arrays.pop(i, None)
+        self._counts[i] = 0
+        self.passage_ids[i] = []
+        self.dead += 1
+
+    def remove_edge(self, a: str, b: str) -> None:
+        i, j = self.index[a], self.index[b]
+        for x, y in ((i, j), (j, i)):
+            self._adjacency[x].pop(y, None)
+            self._arrays.pop(x, None)
 
     def neighbour_counts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts c(i, ·)) of node i, cached until i changes."""
@@ -100,12 +190,18 @@ class GraphView:
         return specificity(self.counts, float(self.turns))
 
 
-def load_view(repo: GraphRepository, ref: GraphRef) -> GraphView:
+def _pop_due(heap: list, until_s: float) -> Iterable[tuple]:
+    while heap and heap[0][0] <= until_s:
+        yield heapq.heappop(heap)
+
+
+def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> GraphView:
     """Rebuild a graph version's view from the durable state."""
-    view = GraphView(ref)
+    view = GraphView(ref, decay)
     for _, raw in repo.store.scan(keys.section(ref, b"c")):
         concept = ConceptState.model_validate_json(raw)
         view.set_count(view.node(concept.id, concept.text), concept.count)
+        view.note_concept(concept)
     source_prefix = keys.section(ref, b"s")
     for key, _ in repo.store.scan(source_prefix):
         cid, turn_id = keys.split_tail(key, source_prefix)
@@ -113,6 +209,9 @@ def load_view(repo: GraphRepository, ref: GraphRef) -> GraphView:
     pair_prefix = keys.section(ref, b"p")
     for key, raw in repo.store.scan(pair_prefix):
         a, b = keys.split_tail(key, pair_prefix)
-        view.add_pair(view.index[a], view.index[b], keys.decode_count(raw))
+        count, last = keys.decode_pair(raw)
+        view.add_pair(view.index[a], view.index[b], count)
+        view.note_edge((a, b), PairState(count, from_us(last)))
     view.turns = repo.turns(ref)
+    view.topics = repo.topics(ref)
     return view

@@ -2,7 +2,12 @@
 
 - `extract`:  emgas.turns        -> concept extraction -> emgas.graph-events
 - `apply`:    emgas.graph-events -> the fold (`state.projector`) -> local state
-- `serve`:    emgas.queries      -> spreading activation -> the query's reply_to
+- `serve`:    emgas.queries      -> spreading activation -> the query's reply_to,
+              and its reinforcement -> emgas.graph-events
+
+After applying an event, and on a timer for idle graphs, the worker
+appends the decay ticks and consolidations that became due
+(`state.scheduler`) to emgas.graph-events: forgetting is in the log.
 
 `emgas.graph-events` and `emgas.queries` have the same partition count and
 key (graph_id, murmur2), and Faust's assignor gives partition p of both to
@@ -17,16 +22,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import faust
 
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
-from processors.events import ActivationQuery, DigestQuery, DigestReply, ErrorReply
+from processors.events import ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphEvent
 from processors.extract import extractor_id, ingest
 from state.digest import partition_digests
-from state.retrieval import answer
+from state.retrieval import answer, reinforcement
+from state.scheduler import Scheduler, ref_of
 from streams.dlq import dead_letter
 from streams.faust_transport import App
 from streams.partitions import PartitionStates
@@ -73,6 +80,13 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
     graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
     queries = _topic(app, settings.queries_topic, settings.partitions)
     extractor = extractor_id(settings.extraction)
+    scheduler = Scheduler(settings.graph)
+
+    async def append(events: Iterable[GraphEvent]) -> None:
+        for event in events:
+            await app.producer.send_and_wait(
+                settings.graph_events_topic, event.graph_id.encode(), encode(event), None, None, None
+            )
 
     async def to_dlq(message: Any, err: DecodeError) -> None:
         log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
@@ -104,7 +118,23 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             # A partition revoked while it caught up is skipped here: its new
             # owner reads the log from its own state's offset.
             if await recovery.wait(message.partition):
-                states.get(message.partition).apply(graph_event, message.offset)
+                state = states.get(message.partition)
+                state.apply(graph_event, message.offset)
+                ref = ref_of(state, graph_event)
+                scheduler.applied(graph_event, ref, datetime.now(timezone.utc))
+                await append(scheduler.due(state, ref))
+
+    if settings.graph.idle_check_s > 0:
+
+        @app.timer(settings.graph.idle_check_s)
+        async def tick_graphs() -> None:
+            """Ticks due by the window (missed before a restart) or by idleness."""
+            wall = datetime.now(timezone.utc)
+            for partition in recovery.ready_partitions():
+                state = states.get(partition)
+                for ref in sorted(state.views):
+                    await append(scheduler.due(state, ref))
+                await append(scheduler.idle_due(state, wall))
 
     @app.agent(queries, name="serve")
     async def serve_queries(stream: Any) -> None:
@@ -116,6 +146,9 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             await app.producer.send_and_wait(
                 request.reply_to, request.request_id.encode(), encode(reply), None, None, None
             )
+            if isinstance(reply, ActivationReply):
+                retrieved = reinforcement(states.get(message.partition), request, reply, settings.graph)
+                await append([retrieved] if retrieved else [])
 
 
 def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery, settings: Settings) -> Any:

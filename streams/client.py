@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 from typing import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -71,11 +72,14 @@ class MemoryClient:
         params: QueryParams | None = None,
         timeout_s: float | None = None,
         graph_version: int | None = None,
+        reinforce: bool = True,
+        at: datetime | None = None,
     ) -> Reply:
         """Send an activation query and wait for its reply (QueryTimeout if none comes)."""
         query = ActivationQuery(
             request_id=uuid.uuid4().hex, graph_id=graph_id, graph_version=graph_version,
             text=text, seeds=seeds, reply_to=self.settings.replies_topic, params=params or QueryParams(),
+            reinforce=reinforce, at=at,
         )
         return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
 

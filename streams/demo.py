@@ -69,6 +69,7 @@ def start_worker(settings: Settings, log_path: Path, name: str = "worker-1") -> 
         "EMGAS_WEB_PORT": str(free_port()),
         "EMGAS_PARTITIONS": str(settings.partitions),
         "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
+        "EMGAS_GRAPH": settings.graph.model_dump_json(),
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 
 from processors.graph import GraphParams
 from state.projector import PartitionState
+from state.repository import STATE_FORMAT, GraphRepository
 from state.rocks import RocksStore
+
+log = logging.getLogger(__name__)
 
 
 class PartitionStates:
@@ -23,10 +28,21 @@ class PartitionStates:
     def get(self, partition: int) -> PartitionState:
         state = self._open.get(partition)
         if state is None:
-            state = self._open[partition] = PartitionState(
-                RocksStore(self._path(partition)), self.params
-            )
+            state = self._open[partition] = PartitionState(self._store(partition), self.params)
         return state
+
+    def _store(self, partition: int) -> RocksStore:
+        """The partition's store; one in an older state format is dropped, so
+        recovery rebuilds it from the log (the state is a disposable view)."""
+        path = self._path(partition)
+        store = RocksStore(path)
+        found = GraphRepository(store).state_format()
+        if found in (None, STATE_FORMAT):
+            return store
+        log.warning("state of partition %s is in format %s, not %s: rebuilding it from the log", partition, found, STATE_FORMAT)
+        store.close()
+        shutil.rmtree(path)
+        return RocksStore(path)
 
     def close(self) -> None:
         for state in self._open.values():

@@ -64,6 +64,10 @@ class Recovery:
             self._tasks[partition] = asyncio.create_task(self._catch_up(partition, future))
         return future
 
+    def ready_partitions(self) -> list[int]:
+        """Partitions assigned here and caught up."""
+        return sorted(p for p, f in self._ready.items() if f.done() and f.result())
+
     async def wait(self, partition: int) -> bool:
         """True once the partition is caught up; False if it was revoked meanwhile."""
         return await asyncio.shield(self.ready(partition))

@@ -88,7 +88,7 @@ def test_state_survives_reopen_and_view_is_rebuilt_equal(make_store):
     ]
     for offset, e in enumerate(events):
         state.apply(e, offset)
-    rebuilt = load_view(state.repo, G)
+    rebuilt = load_view(state.repo, G, GraphParams().decay)
     live = state.views[G]
     assert rebuilt.turns == live.turns == 2
     assert sorted(rebuilt.ids) == sorted(live.ids)

@@ -11,6 +11,7 @@ from typing import Iterator
 
 from processors.events import DigestReply, Turn
 from processors.extract import extractor_id, ingest
+from processors.graph import GraphParams
 from state.digest import partition_digests
 from state.memory import MemoryStore
 from state.projector import PartitionState
@@ -41,11 +42,16 @@ class Live:
         return "\n".join(p.read_text()[-3000:] for p in sorted(self.home.glob("*.log")))
 
 
+# No decay windows, consolidation or reinforcement: the graph is a function
+# of its turns alone, so a graph built in-process (`offline_digests`) equals it.
+STATIC = GraphParams(window_s=0, consolidate_every_s=0, retrieval_boost=0, idle_check_s=0)
+
+
 @contextlib.contextmanager
-def live_pipeline(home: Path, partitions: int, workers: int = 1) -> Iterator[Live]:
+def live_pipeline(home: Path, partitions: int, workers: int = 1, graph: GraphParams = STATIC) -> Iterator[Live]:
     """An embedded broker whose graph topics have `partitions` partitions, with workers."""
     home.mkdir(parents=True, exist_ok=True)
-    base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20)
+    base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20, graph=graph)
     cluster = start_embedded(base)
     live = Live(base.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home)
     try:

@@ -79,7 +79,7 @@ def test_graph_event_and_reply_round_trip():
 def test_v1_query_is_upcast_to_the_active_graph_version():
     raw = b'{"schema_version":1,"request_id":"q","graph_id":"g","seeds":["kafka"]}'
     query = decode_request(raw)
-    assert query.schema_version == 2 and query.graph_version is None
+    assert query.schema_version == 3 and query.graph_version is None and query.reinforce
 
 
 def test_digest_query_is_read_from_the_queries_topic():

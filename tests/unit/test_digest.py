@@ -42,7 +42,7 @@ def test_other_graphs_and_offsets_do_not_change_a_graphs_digest():
     ("section", "change"),
     [
         ("meta", lambda store: store.write({keys.graph_meta(G): b'{"turns": 9}'})),
-        ("pairs", lambda store: store.write({keys.pair(G, "kafka", "lag"): keys.encode_count(7)})),
+        ("pairs", lambda store: store.write({keys.pair(G, "kafka", "lag"): keys.encode_pair(7, 0)})),
         ("sources", lambda store: store.write({keys.concept_passage(G, "kafka", "t9"): b""})),
         ("passages", lambda store: store.write({keys.passage(G, "t1"): None})),
     ],

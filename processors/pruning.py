@@ -1,0 +1,85 @@
+"""Which concepts and edges a decay tick removes (MISSION §4, seeds/000 §5).
+
+At tick time t (event time):
+- a concept whose base activation at t is below the concept threshold θ
+  goes, with its edges (reason `activation`);
+- an edge whose retention R at t is below the edge threshold θ_e goes;
+- a concept left with no edges by those removals goes too (reason
+  `isolated`); one that never had an edge is not "left" without them.
+
+The same function decides both sides of a tick: the emitter runs it over
+the candidates it finds due, the fold runs it over the entries the event
+lists (so a concept reinforced in between is kept). Pure: state comes in
+as arguments.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Iterable, Mapping, NamedTuple
+
+from processors.dynamics import DecayParams, edge_retention
+from processors.events import PrunedConcept, PrunedEdge
+from processors.graph import ConceptState, activation_at
+
+
+class PairState(NamedTuple):
+    """A co-occurrence count c(x, y) and the event time of its last co-occurrence."""
+
+    count: int
+    last: datetime
+
+
+Edge = tuple[str, str]  # (a, b) with a < b
+
+
+def expired_concepts(
+    candidates: Iterable[ConceptState], at: datetime, params: DecayParams
+) -> list[PrunedConcept]:
+    """Candidates whose base activation at `at` is below θ, in id order."""
+    pruned = []
+    for concept in sorted(candidates, key=lambda c: c.id):
+        value = activation_at(concept, at, params)
+        if value < params.concept_threshold:
+            pruned.append(PrunedConcept(id=concept.id, reason="activation", value=value))
+    return pruned
+
+
+def expired_edges(
+    candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams
+) -> list[PrunedEdge]:
+    """Candidate edges whose retention at `at` is below θ_e, in key order."""
+    pruned = []
+    for (a, b), pair in sorted(candidates.items()):
+        value = edge_retention((at - pair.last).total_seconds(), pair.count, params)
+        if value < params.edge_threshold:
+            pruned.append(PrunedEdge(a=a, b=b, value=value))
+    return pruned
+
+
+def isolated_by(
+    pruned_concepts: Iterable[str],
+    pruned_edges: Iterable[Edge],
+    neighbours: Callable[[str], Iterable[str]],
+    allowed: Callable[[str], bool] = lambda cid: True,
+) -> list[PrunedConcept]:
+    """Concepts (other than the pruned ones) whose every edge the removals take away.
+
+    `neighbours(c)`: c's neighbours before the tick. `allowed` limits the
+    answer (the fold passes "listed as isolated in the event").
+    """
+    gone = set(pruned_concepts)
+    lost: dict[str, set[str]] = {}
+    for a, b in pruned_edges:
+        lost.setdefault(a, set()).add(b)
+        lost.setdefault(b, set()).add(a)
+    for cid in gone:
+        for other in neighbours(cid):
+            lost.setdefault(other, set()).add(cid)
+    isolated = []
+    for cid in sorted(lost):
+        if cid in gone or not allowed(cid):
+            continue
+        if set(neighbours(cid)) <= lost[cid] | gone:
+            isolated.append(PrunedConcept(id=cid, reason="isolated", value=0.0))
+    return isolated

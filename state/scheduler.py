@@ -1,0 +1,118 @@
+"""When a graph is due a decay tick or a consolidation, and what it says.
+
+The emitter side of memory dynamics: a live worker (and the in-process
+`state.driver`) asks after each applied event, and appends what is due to
+the log; the fold (`state.projector`) applies it like any other event.
+
+- Decay: windows are [k·W, (k+1)·W) of event time. When a graph's clock
+  (the latest event time of its turns) enters a window that starts after
+  its last tick, a tick at that window's start is due. Its lists come from
+  the view's due-time heaps, checked against the stored records.
+- Consolidation: the same with windows of `consolidate_every_s`; the
+  topics come from the view's counts (`processors.topics`).
+- Idle graphs: their clock is taken to move on at wall-clock speed from
+  the wall time their last turn was applied, so a graph nobody talks to
+  still gets ticks. Each tick carries its explicit time, so the log, not
+  the wall clock, decides what a replay does.
+
+A tick already emitted but not yet applied is remembered, so it is not
+emitted twice; after a restart it may be, and the fold skips the copy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from processors.dynamics import window_start
+from processors.events import Consolidate, Decay, GraphEvent, GraphVersionSwitched, TurnIngested
+from processors.graph import GraphParams, GraphRef
+from processors.pruning import expired_concepts, expired_edges, isolated_by
+from processors.topics import topics_of
+from state.projector import PartitionState
+
+Trigger = Literal["window", "idle", "manual"]
+
+
+def active_ref(state: PartitionState, graph_id: str) -> GraphRef:
+    return GraphRef(graph_id, state.repo.active_version(graph_id))
+
+
+def ref_of(state: PartitionState, event: GraphEvent) -> GraphRef:
+    """The graph version an event applies to (a live turn: the active one)."""
+    if isinstance(event, GraphVersionSwitched):
+        return GraphRef(event.graph_id, event.version)
+    return GraphRef(event.graph_id, event.graph_version) if event.graph_version else active_ref(state, event.graph_id)
+
+
+class Scheduler:
+    def __init__(self, params: GraphParams) -> None:
+        self.params = params
+        self._ticked: dict[GraphRef, datetime] = {}
+        self._consolidated: dict[GraphRef, datetime] = {}
+        self._last_turn_wall: dict[GraphRef, datetime] = {}
+
+    def applied(self, event: GraphEvent, ref: GraphRef, wall: datetime) -> None:
+        """Note an applied event (turns restart a graph's idle time)."""
+        if isinstance(event, TurnIngested):
+            self._last_turn_wall[ref] = wall
+
+    def due(
+        self, state: PartitionState, ref: GraphRef, clock: datetime | None = None, trigger: Trigger = "window"
+    ) -> list[GraphEvent]:
+        """Events `ref` is due at `clock` (default: its latest turn's time)."""
+        meta = state.repo.meta(ref)
+        if ref not in state.views or meta.clock is None or meta.first_seen is None:
+            return []
+        clock = clock or meta.clock
+        events: list[GraphEvent] = []
+        window = self.params.window_s
+        if window > 0:
+            tick = window_start(clock, window)
+            if _is_new(tick, meta.decayed_to or window_start(meta.first_seen, window), self._ticked.get(ref)):
+                events.append(self.decay(state, ref, tick, trigger))
+                self._ticked[ref] = tick
+        every = self.params.consolidate_every_s
+        if every > 0:
+            at = window_start(clock, every)
+            if _is_new(at, meta.consolidated_to or window_start(meta.first_seen, every), self._consolidated.get(ref)):
+                events.append(self.consolidate(state, ref, at))
+                self._consolidated[ref] = at
+        return events
+
+    def idle_due(self, state: PartitionState, wall: datetime) -> list[GraphEvent]:
+        """Ticks for graphs whose last turn was applied at least a window ago (wall time)."""
+        events: list[GraphEvent] = []
+        for ref in sorted(state.views):
+            since = self._last_turn_wall.setdefault(ref, wall)
+            meta = state.repo.meta(ref)
+            idle = wall - since
+            window = timedelta(seconds=self.params.window_s)
+            if meta.clock is not None and window > timedelta(0) and idle >= window:
+                events += self.due(state, ref, meta.clock + idle, "idle")
+        return events
+
+    def decay(self, state: PartitionState, ref: GraphRef, at: datetime, trigger: Trigger) -> Decay:
+        """A tick at `at`: what falls below the thresholds there."""
+        view, params = state.views[ref], self.params.decay
+        records = state.repo.concepts(ref, set(view.due_concepts(at)))
+        concepts = expired_concepts(records.values(), at, params)
+        gone = {c.id for c in concepts}
+        candidates = [e for e in set(view.due_edges(at)) if gone.isdisjoint(e)]
+        edges = expired_edges(state.repo.pairs(ref, candidates), at, params)
+        isolated = isolated_by(gone, [(e.a, e.b) for e in edges], view.neighbour_ids)
+        return Decay(
+            graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, trigger=trigger,
+            params=params, concepts=tuple(concepts + isolated), edges=tuple(edges),
+        )
+
+    def consolidate(self, state: PartitionState, ref: GraphRef, at: datetime) -> Consolidate:
+        view = state.views[ref]
+        counts, texts, pairs = view.snapshot()
+        topics = topics_of(pairs, counts, texts, view.turns, self.params.topics)
+        return Consolidate(graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, topics=topics)
+
+
+def _is_new(at: datetime, applied: datetime, emitted: datetime | None) -> bool:
+    """Whether a tick at `at` is later than the last applied and the last emitted one."""
+    return at > applied and (emitted is None or at > emitted)

@@ -1,0 +1,134 @@
+"""Decay and pruning math, hand-computed (exponential, power law, hybrid, edges)."""
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from processors.dynamics import (
+    DAY_S,
+    DecayParams,
+    decay_factor,
+    edge_lifetime,
+    edge_retention,
+    time_to_threshold,
+    window_start,
+)
+from processors.graph import ConceptState, GraphMeta, activation_at, brought_to_tick, concept_after_retrieval, on_grid
+from processors.pruning import PairState, expired_concepts, expired_edges, isolated_by
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EXP = DecayParams(model="exponential", half_life_s=10 * DAY_S)
+POWER = DecayParams(model="power", power_tau_s=DAY_S, power_beta=0.5)
+HYBRID = DecayParams(model="hybrid", half_life_s=10 * DAY_S, power_tau_s=DAY_S, power_beta=0.5, hybrid_after=3)
+
+
+@pytest.mark.parametrize(
+    ("params", "days", "reinforcements", "expected"),
+    [
+        (EXP, 0, 1, 1.0),
+        (EXP, 10, 1, 0.5),  # one half-life
+        (EXP, 30, 1, 0.125),  # three half-lives
+        (POWER, 3, 1, 0.5),  # (1 + 3/1)^-0.5
+        (POWER, 99, 1, 0.1),  # (1 + 99)^-0.5
+        (HYBRID, 10, 2, 0.5),  # young: exponential
+        (HYBRID, 3, 3, 0.5),  # reinforced 3 times: power law
+        (EXP, -5, 1, 1.0),  # no growth backwards in time
+    ],
+)
+def test_decay_factor(params, days, reinforcements, expected):
+    assert decay_factor(days * DAY_S, reinforcements, params) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("params", "activation", "reinforcements", "days"),
+    [
+        (EXP.model_copy(update={"concept_threshold": 0.01}), 0.64, 1, 60.0),  # log2(64) = 6 half-lives
+        (POWER.model_copy(update={"concept_threshold": 0.01}), 0.04, 1, 15.0),  # τ·(4² − 1)
+        (HYBRID.model_copy(update={"concept_threshold": 0.01}), 0.04, 5, 15.0),
+        (HYBRID.model_copy(update={"concept_threshold": 0.01}), 0.04, 1, 20.0),  # 2 half-lives
+        (EXP, 0.001, 1, 0.0),  # already below
+    ],
+)
+def test_time_to_threshold(params, activation, reinforcements, days):
+    assert time_to_threshold(activation, reinforcements, params) / DAY_S == pytest.approx(days, rel=1e-12)
+    if days:  # and the activation there is θ exactly
+        factor = decay_factor(days * DAY_S, reinforcements, params)
+        assert activation * factor == pytest.approx(params.concept_threshold, rel=1e-9)
+
+
+def test_edge_retention_is_ebbinghaus_with_stability_growing_with_count():
+    params = DecayParams(edge_stability_s=30 * DAY_S, edge_threshold=0.05)
+    assert edge_retention(30 * DAY_S, 1, params) == pytest.approx(math.exp(-1))
+    assert edge_retention(60 * DAY_S, 2, params) == pytest.approx(math.exp(-1))  # S = 60 days
+    assert edge_lifetime(1, params) / DAY_S == pytest.approx(30 * math.log(20))
+    assert edge_lifetime(3, params) == pytest.approx(3 * edge_lifetime(1, params))
+
+
+def test_windows_are_aligned_on_the_epoch():
+    t = datetime(2026, 3, 2, 9, 59, 59, tzinfo=timezone.utc)
+    assert window_start(t, 3600) == datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+    assert window_start(t, DAY_S) == datetime(2026, 3, 2, tzinfo=timezone.utc)
+    assert window_start(t.replace(hour=10, minute=0, second=0), 3600) == t.replace(hour=10, minute=0, second=0)
+
+
+def concept(cid="kafka", activation=0.8, count=1, created=T0, decayed_to=None, retrievals=0):
+    return ConceptState(
+        id=cid, text=cid, count=count, base_activation=activation, created_at=created,
+        last_accessed=created, decayed_to=decayed_to, retrievals=retrievals,
+    )
+
+
+def test_a_mention_brings_the_concept_to_the_last_tick_first():
+    meta = GraphMeta(decayed_to=T0 + timedelta(days=10), decay=EXP)
+    brought = brought_to_tick(concept(activation=0.8), meta)
+    assert brought.base_activation == on_grid(0.4) and brought.decayed_to == meta.decayed_to
+    assert brought_to_tick(brought, meta) == brought  # already there
+
+
+def test_activation_at_decays_from_the_last_tick_brought_to():
+    c = concept(activation=0.4, decayed_to=T0 + timedelta(days=10))
+    assert activation_at(c, T0 + timedelta(days=20), EXP) == pytest.approx(0.2)
+
+
+def test_retrieval_records_count_first_last_and_frequency():
+    meta = GraphMeta()
+    c = concept(activation=0.5)
+    for day in (3, 1, 7):
+        c = concept_after_retrieval(c, 0.25, T0 + timedelta(days=day), meta)
+    assert c.retrievals == 3 and c.base_activation == 1.25
+    assert c.first_retrieved == T0 + timedelta(days=1) and c.last_retrieved == T0 + timedelta(days=7)
+    assert c.retrieval_frequency() == pytest.approx(3 / 6)  # n / T in retrievals per day
+    assert c.reinforcements == 4
+
+
+def test_concepts_below_threshold_at_the_tick_expire():
+    params = EXP.model_copy(update={"concept_threshold": 0.1})
+    at = T0 + timedelta(days=30)  # 3 half-lives: factor 1/8
+    kept, gone = concept("kept", 0.9), concept("gone", 0.7)
+    pruned = expired_concepts([kept, gone], at, params)
+    assert [(p.id, p.reason) for p in pruned] == [("gone", "activation")]
+    assert pruned[0].value == pytest.approx(0.7 / 8)
+
+
+def test_edges_below_threshold_expire():
+    params = DecayParams(edge_stability_s=DAY_S, edge_threshold=0.05)  # lifetime ln(20) ≈ 3.0 days per count
+    at = T0 + timedelta(days=4)
+    pruned = expired_edges({("a", "b"): PairState(1, T0), ("a", "c"): PairState(2, T0)}, at, params)
+    assert [(e.a, e.b) for e in pruned] == [("a", "b")]
+    assert pruned[0].value == pytest.approx(math.exp(-4))
+
+
+@pytest.mark.parametrize(
+    ("pruned_concepts", "pruned_edges", "isolated"),
+    [
+        ([], [("a", "b")], ["b"]),  # b's only edge goes; a keeps a–c
+        (["a"], [], ["b"]),  # a goes with its edges: b is left alone, c keeps c–d
+        (["a"], [("c", "d")], ["b", "c", "d"]),
+        ([], [], []),
+    ],
+)
+def test_concepts_left_without_edges_are_isolated(pruned_concepts, pruned_edges, isolated):
+    graph = {"a": ["b", "c"], "b": ["a"], "c": ["a", "d"], "d": ["c"], "e": []}  # e never had an edge
+    found = isolated_by(pruned_concepts, pruned_edges, lambda c: graph[c])
+    assert [c.id for c in found] == isolated and all(c.reason == "isolated" for c in found)
