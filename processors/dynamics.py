@@ -37,12 +37,12 @@ class DecayParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: DecayModel = "hybrid"
-    half_life_s: float = Field(default=30 * DAY_S, gt=0)  # exponential part
+    half_life_s: float = Field(default=90 * DAY_S, gt=0)  # exponential part
     power_tau_s: float = Field(default=1 * DAY_S, gt=0)  # power law: time scale τ
     power_beta: float = Field(default=0.5, gt=0)  # power law: exponent β
     hybrid_after: int = Field(default=3, ge=1)  # reinforcements before power law
     concept_threshold: float = Field(default=0.01, ge=0)  # prune concepts below
-    edge_stability_s: float = Field(default=30 * DAY_S, gt=0)  # S per co-occurrence
+    edge_stability_s: float = Field(default=90 * DAY_S, gt=0)  # S per co-occurrence
     edge_threshold: float = Field(default=0.05, ge=0, lt=1)  # prune edges below
 
     @property

@@ -41,14 +41,14 @@ def strong_edges(
     pair_counts: Mapping[Edge, int], counts: Mapping[str, int], n: int, params: TopicParams
 ) -> dict[Edge, float]:
     """Edges with c(x,y) ≥ min_pair_count and NPMI ≥ min_npmi, weighted by NPMI."""
-    strong = {}
-    for (a, b), c in pair_counts.items():
-        if c < params.min_pair_count:
-            continue
-        w = float(ppmi_norm(np.array([c]), counts[a], np.array([counts[b]]), float(n))[0])
-        if w >= params.min_npmi:
-            strong[(a, b)] = w
-    return strong
+    candidates = sorted(e for e, c in pair_counts.items() if c >= params.min_pair_count)
+    if not candidates:
+        return {}
+    pair = np.array([pair_counts[e] for e in candidates], dtype=np.float64)
+    cx = np.array([counts[a] for a, _ in candidates], dtype=np.float64)
+    cy = np.array([counts[b] for _, b in candidates], dtype=np.float64)
+    weights = ppmi_norm(pair, cx, cy, float(n))
+    return {e: float(w) for e, w in zip(candidates, weights) if w >= params.min_npmi}
 
 
 def propagate_labels(edges: Mapping[Edge, float], max_rounds: int) -> dict[str, str]:

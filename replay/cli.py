@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, TypeVar
 
@@ -100,4 +101,23 @@ def run_switch(settings: Settings, args: argparse.Namespace) -> int:
         f"graph {args.graph!r} now uses version {args.version}; "
         f"{result.turns.get(args.graph, 0)} turns re-derived into it to close the gap"
     )
+    return 0
+
+
+def run_explain(settings: Settings, args: argparse.Namespace) -> int:
+    """Print a concept's history; 1 if the graph never held it."""
+    from processors.extract import normalise
+    from replay.explain import explain, format_steps
+    from replay.run import graph_records
+
+    records = asyncio.run(graph_records(settings, args.graph))
+    candidates = list(dict.fromkeys([args.concept, args.concept.lower(), normalise(args.concept, "en")]))
+    steps = explain(records, args.graph, candidates, settings.graph, args.version)
+    if args.json:
+        print(json.dumps([{**vars(s), "at": s.at.isoformat()} for s in steps], indent=2))
+    elif steps:
+        print(format_steps(steps))
+    if not steps:
+        print(f"graph {args.graph!r} never held a concept {args.concept!r}", file=sys.stderr)
+        return 1
     return 0

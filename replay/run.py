@@ -20,7 +20,7 @@ from processors.extract import extractor_id, ingest
 from processors.graph import GraphParams
 from replay.errors import ReplayError
 from replay.fold import Selection
-from replay.reader import LogReader, partition_of
+from replay.reader import LogReader, LogRecord, partition_of
 from replay.rebuild import Progress, RebuildReport, rebuild
 from replay.verify import differences
 from state.digest import partition_digests
@@ -168,3 +168,12 @@ async def switch_version(settings: Settings, graph_id: str, version: int, at: da
     async with MemoryClient(settings) as client:
         await client.emit([GraphVersionSwitched(graph_id=graph_id, version=version, timestamp=at)])
     return await derive_from_turns(settings, graph_id, version)
+
+
+async def graph_records(settings: Settings, graph_id: str) -> list[LogRecord]:
+    """Every record of the partition of `emgas.graph-events` that holds `graph_id`."""
+    topic = settings.graph_events_topic
+    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
+        [partition] = await _partitions_to_read(reader, topic, graph_id)
+        start, end = (await reader.bounds(topic, [partition]))[partition]
+        return [record async for batch in reader.read(topic, partition, start, end) for record in batch]

@@ -99,17 +99,17 @@ def _ms(a: float, b: float) -> float:
 def reinforcement(
     state: PartitionState, query: ActivationQuery, reply: ActivationReply, params: GraphParams
 ) -> Retrieved | None:
-    """The `retrieved` event of an answer: each returned concept gets
-    retrieval_boost · min(1, activation), at the query's `at` or else the
-    graph's latest event time. None when the query asks for no
-    reinforcement or nothing was activated."""
+    """The `retrieved` event of an answer: each seed (activation 1 when the
+    spreading started) and each returned concept gets retrieval_boost ·
+    min(1, activation), at the query's `at` or else the graph's latest event
+    time. None when the query asks for no reinforcement or nothing was activated."""
     view = state.view(query.graph_id, query.graph_version)
     if not query.reinforce or view is None or params.retrieval_boost == 0:
         return None
+    activated = {c.id: min(1.0, c.activation) for c in reply.concepts if c.activation > 0}
+    activated.update({seed: 1.0 for seed in reply.seeds})
     boosts = tuple(
-        Boost(id=c.id, amount=on_grid(params.retrieval_boost * min(1.0, c.activation)))
-        for c in reply.concepts
-        if c.activation > 0
+        Boost(id=cid, amount=on_grid(params.retrieval_boost * a)) for cid, a in sorted(activated.items())
     )
     at = query.at or state.repo.meta(view.ref).clock
     if not boosts or at is None:

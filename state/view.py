@@ -129,16 +129,15 @@ class GraphView:
     def due_edges(self, at: datetime) -> list[Edge]:
         return [(a, b) for _, a, b in _pop_due(self._edge_due, seconds(at))]
 
-    def snapshot(self) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
-        """Live concepts' counts and texts, and pair counts, by id."""
+    def snapshot(self, min_pair_count: int = 1) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
+        """Live concepts' counts and texts, and the pair counts of at least `min_pair_count`, by id."""
         counts = {cid: int(self._counts[i]) for cid, i in self.index.items()}
         texts = {cid: self.texts[i] for cid, i in self.index.items()}
         pairs = {}
         for cid, i in self.index.items():
             for j, count in self._adjacency[i].items():
-                other = self.ids[j]
-                if cid < other:
-                    pairs[(cid, other)] = count
+                if count >= min_pair_count and cid < self.ids[j]:
+                    pairs[(cid, self.ids[j])] = count
         return counts, texts, pairs
 
     def neighbour_ids(self, cid: str) -> list[str]:

@@ -93,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, help="write the figures here as JSON")
     bench.set_defaults(func=_bench_replay)
 
+    explain = sub.add_parser("explain", help="when a concept was created, reinforced, decayed and pruned, and why")
+    explain.add_argument("--graph", required=True)
+    explain.add_argument("concept", help="concept id or surface form (normalised like a query)")
+    explain.add_argument("--version", type=int, default=None, help="graph version (default: every version)")
+    explain.add_argument("--json", action="store_true")
+    explain.set_defaults(func=_explain)
+
     switch = sub.add_parser("switch", help="make a graph version the one queries and new turns use")
     switch.add_argument("--graph", required=True)
     switch.add_argument("--version", type=int, required=True)
@@ -247,6 +254,12 @@ def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
 
     print_figures(run_replay_bench(settings, args.turns), args.json)
     return 0
+
+
+def _explain(settings: Settings, args: argparse.Namespace) -> int:
+    from replay.cli import run_explain
+
+    return run_explain(settings, args)
 
 
 def _switch(settings: Settings, args: argparse.Namespace) -> int:

@@ -1,0 +1,122 @@
+"""Retrieval quality on LoCoMo-shaped data, in-process (`emgas eval locomo`).
+
+Each conversation becomes one graph, built through the same extraction and
+fold as a worker (and, when the graph parameters have windows, the same
+decay ticks and consolidations, through `state.driver.LocalLog`). Every
+question is asked as an activation query that does not reinforce, and the
+passages returned are scored against the evidence turn ids: recall@5,
+recall@10 and MRR, per category and overall. Adversarial questions
+(category 5) have no evidence and are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+from processors.activation import ActivationParams
+from processors.events import ActivationQuery, QueryParams, Turn
+from processors.extract import ExtractionParams, extractor_id, ingest
+from processors.graph import GraphParams
+from state.driver import LocalLog
+from state.retrieval import answer
+
+CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
+DEPTH = 10
+
+
+@dataclass(frozen=True)
+class Question:
+    conversation_id: str
+    category: int
+    text: str
+    evidence: frozenset[str]
+
+
+def _aware(raw: str) -> datetime:
+    t = datetime.fromisoformat(raw)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def load(directory: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
+    """Turns by conversation (in file order) and the answerable questions."""
+    turns: dict[str, list[Turn]] = defaultdict(list)
+    for line in (directory / "turns.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        turns[row["conversation_id"]].append(Turn(
+            graph_id=row["conversation_id"], turn_id=row["turn_id"], speaker=row["speaker"],
+            text=row["text"], timestamp=_aware(row["timestamp"]),
+        ))
+    questions = []
+    for line in (directory / "qa.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["category"] in CATEGORIES and row["evidence"]:
+            questions.append(Question(row["conversation_id"], row["category"], row["question"], frozenset(row["evidence"])))
+    return dict(turns), questions
+
+
+def build(turns: Iterable[Turn], graph: GraphParams, extraction: ExtractionParams) -> LocalLog:
+    log = LocalLog(graph)
+    extractor = extractor_id(extraction)
+    for turn in turns:
+        log.append(ingest(turn, extraction, extractor))
+    return log
+
+
+def ranks(log: LocalLog, question: Question, activation: ActivationParams, extraction: ExtractionParams) -> list[str]:
+    """The turn ids the memory returns for a question, best first."""
+    query = ActivationQuery(
+        request_id="eval", graph_id=question.conversation_id, text=question.text, reinforce=False,
+        params=QueryParams(top_passages=DEPTH),
+    )
+    reply = answer(log.state, query, activation, extraction, lambda: 0.0)
+    return [p.turn_id for p in reply.passages]
+
+
+def score(ranked: list[str], evidence: frozenset[str]) -> dict[str, float]:
+    """recall@k = |evidence ∩ top k| / |evidence|; MRR = 1 / rank of the first evidence turn."""
+    first = next((i + 1 for i, t in enumerate(ranked) if t in evidence), None)
+    return {
+        "recall@5": len(evidence.intersection(ranked[:5])) / len(evidence),
+        "recall@10": len(evidence.intersection(ranked[:10])) / len(evidence),
+        "mrr": 1.0 / first if first else 0.0,
+    }
+
+
+def summarise(scored: list[tuple[int, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for category, s in scored:
+        groups["all"].append(s)
+        groups[CATEGORIES[category]].append(s)
+    return {
+        name: {**{k: sum(s[k] for s in rows) / len(rows) for k in rows[0]}, "n": len(rows)}
+        for name, rows in sorted(groups.items())
+    }
+
+
+def evaluate(
+    directory: Path,
+    graph: GraphParams,
+    activation: ActivationParams,
+    extraction: ExtractionParams,
+    progress: Callable[[int], None] = lambda n: None,
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """Metrics per category, and the graphs' final sizes (concepts, edges, passages, events)."""
+    turns, questions = load(directory)
+    scored = []
+    sizes = defaultdict(int)
+    for conversation, conversation_turns in turns.items():
+        log = build(conversation_turns, graph, extraction)
+        view = log.state.view(conversation)
+        sizes["concepts"] += view.concepts
+        sizes["edges"] += view.edges
+        sizes["events"] += len(log.log)
+        sizes["pruned_passages"] += len(conversation_turns) - len(log.state.repo.passages(view.ref, [t.turn_id for t in conversation_turns]))
+        for q in (q for q in questions if q.conversation_id == conversation):
+            scored.append((q.category, score(ranks(log, q, activation, extraction), q.evidence)))
+        progress(len(conversation_turns))
+    return summarise(scored), dict(sizes)
