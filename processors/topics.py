@@ -1,8 +1,9 @@
 """Consolidation: topic nodes from clusters of strongly co-occurring concepts.
 
 Deterministic (same counts, same topics): weighted label propagation over
-the "strong" edges, those seen in at least `min_pair_count` turns with
-normalised PPMI ≥ `min_npmi`. Nodes are visited in id order, each takes the
+the "strong" edges: seen in at least `min_pair_count` turns, in at least a
+`min_conditional` share of each end's turns, with normalised PPMI ≥
+`min_npmi`. Nodes are visited in id order, each takes the
 label with the largest summed edge weight among its neighbours (ties: the
 smallest label; a node keeps its own label on a tie with it), until no
 label changes or `max_rounds`. Clusters of `min_size` or more concepts
@@ -29,8 +30,11 @@ Edge = tuple[str, str]
 class TopicParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_pair_count: int = Field(default=2, ge=1)
+    min_pair_count: int = Field(default=3, ge=1)
     min_npmi: float = Field(default=0.3, ge=0.0, le=1.0)
+    # Both P(y|x) = c(x,y)/c(x) and P(x|y) at least this: a rare word seen a
+    # few times next to a common one is associated, but not a topic-mate.
+    min_conditional: float = Field(default=0.2, ge=0.0, le=1.0)
     min_size: int = Field(default=3, ge=2)
     max_size: int = Field(default=50, ge=2)  # larger clusters are hubs, not topics
     max_rounds: int = Field(default=20, ge=1)
@@ -40,7 +44,8 @@ class TopicParams(BaseModel):
 def strong_edges(
     pair_counts: Mapping[Edge, int], counts: Mapping[str, int], n: int, params: TopicParams
 ) -> dict[Edge, float]:
-    """Edges with c(x,y) ≥ min_pair_count and NPMI ≥ min_npmi, weighted by NPMI."""
+    """Edges with c(x,y) ≥ min_pair_count, min(P(y|x), P(x|y)) ≥ min_conditional
+    and NPMI ≥ min_npmi, weighted by NPMI."""
     candidates = sorted(e for e, c in pair_counts.items() if c >= params.min_pair_count)
     if not candidates:
         return {}
@@ -48,7 +53,8 @@ def strong_edges(
     cx = np.array([counts[a] for a, _ in candidates], dtype=np.float64)
     cy = np.array([counts[b] for _, b in candidates], dtype=np.float64)
     weights = ppmi_norm(pair, cx, cy, float(n))
-    return {e: float(w) for e, w in zip(candidates, weights) if w >= params.min_npmi}
+    mutual = pair / np.maximum(cx, cy) >= params.min_conditional
+    return {e: float(w) for e, w, m in zip(candidates, weights, mutual) if m and w >= params.min_npmi}
 
 
 def propagate_labels(edges: Mapping[Edge, float], max_rounds: int) -> dict[str, str]:

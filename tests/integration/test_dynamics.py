@@ -1,0 +1,73 @@
+"""Memory dynamics on the embedded broker: ticks, pruning, consolidation and
+reinforcement are events in the log, and replaying the log gives the live graphs."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from processors.codec import decode_graph_event
+from processors.dynamics import DecayParams
+from processors.events import Decay
+from processors.graph import GraphParams
+from replay.explain import explain
+from replay.fold import Selection
+from replay.run import graph_records, replay
+from streams.client import MemoryClient
+from streams.demo import DEMO_QUERIES, demo_turns, turns_per_graph
+from tests.integration.live import live_pipeline, publish_and_wait, run
+
+pytestmark = pytest.mark.integration
+
+# The demo conversation spans four hours: forget within the hour so that it
+# shows, tick every half hour, consolidate every hour.
+FAST = GraphParams(
+    window_s=1800, consolidate_every_s=3600, idle_check_s=0,
+    decay=DecayParams(half_life_s=1800, edge_stability_s=1800, concept_threshold=0.05),
+)
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory):
+    turns = demo_turns()
+    with live_pipeline(tmp_path_factory.mktemp("dynamics"), partitions=2, graph=FAST) as live:
+        run(publish_and_wait(live.settings, turns, batch=500, expected=turns_per_graph(turns)))
+
+        async def ask() -> None:
+            async with MemoryClient(live.settings) as client:
+                for graph, text in DEMO_QUERIES:
+                    await client.ask(graph, text)
+
+        run(ask())
+        yield live
+
+
+def test_the_log_holds_ticks_pruning_consolidation_and_reinforcement(fast):
+    events = [decode_graph_event(r.value) for g in ("alice", "bob") for r in run(graph_records(fast.settings, g))]
+    kinds = Counter(e.type for e in events)
+    assert kinds["turn_ingested"] == len(demo_turns()) and kinds["decay"] >= 4
+    assert kinds["consolidate"] >= 2 and kinds["retrieved"] >= 1
+    assert any(e.concepts for e in events if isinstance(e, Decay))
+
+
+def test_replay_of_that_log_equals_the_live_graphs(fast, tmp_path):
+    result = run(replay(fast.settings, tmp_path / "replayed", None, Selection(), verify=True))
+    assert result.differences == [] and {d.graph_id for d in result.digests} == {"alice", "bob"}
+
+
+def test_explain_through_the_cli_names_the_pruning_event(fast):
+    records = run(graph_records(fast.settings, "alice"))
+    listed = [c.id for r in records if isinstance(e := decode_graph_event(r.value), Decay) for c in e.concepts]
+    histories = {cid: explain(records, "alice", [cid], FAST) for cid in dict.fromkeys(listed)}
+    cid, steps = next((c, s) for c, s in histories.items() if s[-1].kind == "pruned")
+    env = {**os.environ, "EMGAS_BROKER": fast.settings.bootstrap_servers(), "EMGAS_HOME": str(fast.home),
+           "EMGAS_PARTITIONS": "2", "EMGAS_GRAPH": FAST.model_dump_json()}
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "explain", "--graph", "alice", cid],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"@{steps[-1].offset} ") and " pruned " in last and "decay tick" in last
