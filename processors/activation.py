@@ -34,7 +34,7 @@ Neighbours = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 class ActivationParams(BaseModel):
-    """Defaults of spreading activation; a query may override the first six."""
+    """Defaults of spreading activation; a query may override those in `QueryParams`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,6 +48,9 @@ class ActivationParams(BaseModel):
     fan: bool = True
     weight: WeightKind = "ppmi_norm"
     hub_floor: float = Field(default=0.1, ge=0.0, le=1.0)
+    # Share of a concept's outgoing weight that flows up to its topic nodes
+    # (see `state.view.GraphView.neighbours`); 0: topics take no part.
+    topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     def overridden_by(self, query: QueryParams) -> "ActivationParams":
         given = query.model_dump(exclude_none=True)

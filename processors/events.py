@@ -200,6 +200,7 @@ class QueryParams(Event):
     epsilon: float | None = Field(default=None, ge=0.0, le=1.0)
     top_concepts: int | None = Field(default=None, ge=1, le=1000)
     top_passages: int | None = Field(default=None, ge=1, le=1000)
+    topic_weight: float | None = Field(default=None, ge=0.0, lt=1.0)  # added in activation_query v3
 
 
 class ActivationQuery(Event):

@@ -169,7 +169,7 @@ class PartitionState:
             if len(members) >= 2:
                 topics.append(topic.model_copy(update={"members": members}))
         self.repo.write_topics(ref, meta.model_copy(update={"consolidated_to": event.timestamp}), topics, offset)
-        view.topics = topics
+        view.set_topics(topics)
         return Outcome.APPLIED
 
     def close(self) -> None:

@@ -59,9 +59,9 @@ def answer(
     params = defaults.overridden_by(query.params)
     seeds = seed_ids(view, query, extraction)
     extracted = clock()
-    activation, iterations = spread(
-        view.size, [view.index[s] for s in seeds], view.neighbours(params.weight, params.fan), params
-    )
+    spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
+    activation, iterations = spread(view.nodes, [view.index[s] for s in seeds], spreading, params)
+    activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts)

@@ -51,6 +51,8 @@ class GraphView:
         self.decay = decay
         self.dead = 0
         self.topics: list[TopicNode] = []
+        self._topic_members: list[np.ndarray] = []  # per topic: its members' node indices
+        self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
         self._concept_due: list[tuple[float, str]] = []
         self._edge_due: list[tuple[float, str, str]] = []
         self.index: dict[str, int] = {}
@@ -172,13 +174,44 @@ class GraphView:
             cached = self._arrays[i] = (idx, pair)
         return cached
 
-    def neighbours(self, kind: WeightKind, fan: bool) -> Neighbours:
-        """A `Neighbours` function giving exact weights W[i, ·] for the current counts."""
-        counts, n = self.counts, float(self.turns)
+    def set_topics(self, topics: list[TopicNode]) -> None:
+        """Topic nodes; in spreading, topic k is node `size + k` (after every concept slot)."""
+        self.topics = topics
+        self._topic_members = [
+            np.array([self.index[m] for m in t.members if m in self.index], dtype=np.int64) for t in topics
+        ]
+        self._topics_of = {}
+        for k, members in enumerate(self._topic_members):
+            for i in members:
+                self._topics_of.setdefault(int(i), []).append(k)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of the spreading graph: concept slots, then topics."""
+        return self.size + len(self.topics)
+
+    def neighbours(self, kind: WeightKind, fan: bool, topic_weight: float = 0.0) -> Neighbours:
+        """A `Neighbours` function giving exact weights W[i, ·] for the current counts.
+
+        With topic_weight τ > 0, a concept in topics sends τ of its weight,
+        split evenly, to its topic nodes (the rest to its neighbours, scaled
+        by 1 − τ), and a topic node spreads evenly over its members: the
+        hierarchical edges concept -> topic -> concept.
+        """
+        counts, n, size = self.counts, float(self.turns), self.size
 
         def weighted(i: int) -> tuple[np.ndarray, np.ndarray]:
+            if i >= size:
+                members = self._topic_members[i - size]
+                return members, np.full(len(members), 1.0 / max(len(members), 1))
             idx, pair = self.neighbour_counts(i)
-            return idx, outgoing_weights(kind, fan, pair, counts[i], counts[idx], n)
+            weights = outgoing_weights(kind, fan, pair, counts[i], counts[idx], n)
+            topics = self._topics_of.get(i) if topic_weight > 0 else None
+            if not topics:
+                return idx, weights
+            up = np.array([size + k for k in topics], dtype=np.int64)
+            share = np.full(len(topics), topic_weight / len(topics))
+            return np.concatenate([idx, up]), np.concatenate([weights * (1.0 - topic_weight), share])
 
         return weighted
 
@@ -212,5 +245,5 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         view.add_pair(view.index[a], view.index[b], count)
         view.note_edge((a, b), PairState(count, from_us(last)))
     view.turns = repo.turns(ref)
-    view.topics = repo.topics(ref)
+    view.set_topics(repo.topics(ref))
     return view

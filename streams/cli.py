@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--timeout", type=float, help="seconds to wait for the reply")
     for name in QueryParams.model_fields:
         query.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name))
+    query.add_argument("--no-reinforce", action="store_true", help="do not boost the concepts the answer activates")
+    query.add_argument("--at", type=_aware_datetime, help="event time of the reinforcement (default: the graph's latest)")
     query.set_defaults(func=_query)
     digest = sub.add_parser("digest", help="print the canonical digest of live graphs (or of a state directory)")
     _graph_choice(digest)
@@ -92,6 +94,19 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)")
     bench.add_argument("--json", type=Path, help="write the figures here as JSON")
     bench.set_defaults(func=_bench_replay)
+
+    evaluate = sub.add_parser("eval", help="retrieval quality on a LoCoMo-shaped directory (in-process)")
+    evaluate.add_argument("dataset", choices=["locomo"])
+    evaluate.add_argument("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl")
+    evaluate.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
+    evaluate.set_defaults(func=_eval)
+
+    simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
+    simulate.add_argument("--days", type=int, default=1080)
+    simulate.add_argument("--turns-per-day", type=int, default=8)
+    simulate.add_argument("--every", type=int, default=90, help="sample the size every this many days")
+    simulate.add_argument("--json", type=Path, dest="json_out", help="write the samples to this file")
+    simulate.set_defaults(func=_simulate)
 
     explain = sub.add_parser("explain", help="when a concept was created, reinforced, decayed and pruned, and why")
     explain.add_argument("--graph", required=True)
@@ -191,7 +206,10 @@ def _query(settings: Settings, args: argparse.Namespace) -> int:
 
     async def run() -> Reply:
         async with MemoryClient(settings) as client:
-            return await client.ask(args.graph, args.text, tuple(args.seed), params, args.timeout)
+            return await client.ask(
+                args.graph, args.text, tuple(args.seed), params, args.timeout,
+                reinforce=not args.no_reinforce, at=args.at,
+            )
 
     reply = asyncio.run(run())
     if args.json:
@@ -253,6 +271,26 @@ def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
     from replay.bench import print_figures, run_replay_bench
 
     print_figures(run_replay_bench(settings, args.turns), args.json)
+    return 0
+
+
+def _eval(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.evaluation import format_table, run_eval
+
+    figures = run_eval(args.data, settings)
+    print(format_table(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _simulate(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.simulation import Stream, compare, format_samples
+
+    figures = compare(Stream(days=args.days, turns_per_day=args.turns_per_day), settings.graph, args.every)
+    print(format_samples(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
     return 0
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from processors.activation import ActivationParams
 from processors.events import ActivationQuery, QueryParams, Turn
@@ -24,6 +24,10 @@ from processors.extract import ExtractionParams, extractor_id, ingest
 from processors.graph import GraphParams
 from state.driver import LocalLog
 from state.retrieval import answer
+from streams.errors import InputFileError
+
+if TYPE_CHECKING:
+    from streams.settings import Settings
 
 CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
 DEPTH = 10
@@ -114,9 +118,38 @@ def evaluate(
         view = log.state.view(conversation)
         sizes["concepts"] += view.concepts
         sizes["edges"] += view.edges
+        sizes["topics"] += len(view.topics)
+        sizes["topic_members"] += sum(len(t.members) for t in view.topics)
         sizes["events"] += len(log.log)
         sizes["pruned_passages"] += len(conversation_turns) - len(log.state.repo.passages(view.ref, [t.turn_id for t in conversation_turns]))
         for q in (q for q in questions if q.conversation_id == conversation):
             scored.append((q.category, score(ranks(log, q, activation, extraction), q.evidence)))
         progress(len(conversation_turns))
     return summarise(scored), dict(sizes)
+
+
+def run_eval(directory: Path, settings: "Settings") -> dict:
+    """The figures `emgas eval locomo` prints and writes, with a progress bar."""
+    from tqdm import tqdm
+
+    if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
+        raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
+    turns, _ = load(directory)
+    with tqdm(total=sum(len(t) for t in turns.values()), unit="turn", desc="eval") as bar:
+        metrics, sizes = evaluate(directory, settings.graph, settings.activation, settings.extraction, bar.update)
+    return {
+        "retrievers": {"emgas": metrics},
+        "graphs": sizes,
+        "parameters": {"graph": settings.graph.model_dump(mode="json"), "activation": settings.activation.model_dump(mode="json")},
+    }
+
+
+def format_table(figures: dict) -> str:
+    lines = [f"{'retriever':<10} {'category':<15} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}"]
+    for name, metrics in figures["retrievers"].items():
+        for category, m in metrics.items():
+            lines.append(f"{name:<10} {category:<15} {m['n']:>5} {m['recall@5']:>7.3f} {m['recall@10']:>7.3f} {m['mrr']:>7.3f}")
+    sizes = figures["graphs"]
+    lines.append(f"graphs: {sizes['concepts']} concepts, {sizes['edges']} edges, {sizes['topics']} topics "
+                 f"({sizes['topic_members']} members), {sizes['events']} events, {sizes['pruned_passages']} passages pruned")
+    return "\n".join(lines)

@@ -12,7 +12,7 @@ exactly as on a worker.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
@@ -78,3 +78,25 @@ def simulate(stream: Stream, params: GraphParams, every_days: int = 30) -> tuple
             passages = sum(1 for _ in log.state.repo.store.scan(keys.section(view.ref, b"t")))
             samples.append(Sample(i // stream.turns_per_day, view.concepts, view.edges, passages, len(view.topics)))
     return log, samples
+
+
+def compare(stream: Stream, params: GraphParams, every_days: int) -> dict:
+    """Samples with the given forgetting parameters and with none (no windows)."""
+    static = params.model_copy(update={"window_s": 0.0, "consolidate_every_s": 0.0})
+    runs = {"forgetting": simulate(stream, params, every_days)[1], "none": simulate(stream, static, every_days)[1]}
+    return {
+        "stream": asdict(stream),
+        "decay": params.decay.model_dump(),
+        "samples": {name: [asdict(s) for s in samples] for name, samples in runs.items()},
+    }
+
+
+def format_samples(figures: dict) -> str:
+    with_, without = figures["samples"]["forgetting"], figures["samples"]["none"]
+    lines = [f"{'day':>5} | {'concepts':>8} {'edges':>7} {'passages':>8} {'topics':>6} | without: {'concepts':>8} {'edges':>7}"]
+    for a, b in zip(with_, without):
+        lines.append(
+            f"{a['day']:>5} | {a['concepts']:>8} {a['edges']:>7} {a['passages']:>8} {a['topics']:>6} |"
+            f"          {b['concepts']:>8} {b['edges']:>7}"
+        )
+    return "\n".join(lines)
