@@ -29,8 +29,9 @@ class Step:
     offset: int
     kind: str  # created | mentioned | retrieved | decayed | kept | pruned | topic
     at: datetime
-    activation: float | None
+    activation: float | None  # after the event (at the tick, for decay ticks)
     detail: str
+    before: float | None = None  # before the event
 
 
 def explain(
@@ -84,18 +85,21 @@ def _step(
     return None
 
 
-def _decay_step(event: Decay, offset: int, old: ConceptState, new: ConceptState | None, cid: str) -> Step:
+def _decay_step(event: Decay, offset: int, old: ConceptState, new: ConceptState | None, cid: str) -> Step | None:
     value = activation_at(old, event.timestamp, event.params)
     listed = next((c for c in event.concepts if c.id == cid), None)
+    before = old.base_activation
     if new is None:
         if listed is not None and listed.reason == "isolated":
             why = "its last edge was pruned (no association left)"
         else:
             why = f"base activation {value:.4g} < threshold {event.params.concept_threshold:g}"
-        return Step(offset, "pruned", event.timestamp, value, f"{event.trigger} decay tick: {why}")
+        return Step(offset, "pruned", event.timestamp, value, f"{event.trigger} decay tick: {why}", before)
     if listed is not None:
-        return Step(offset, "kept", event.timestamp, value, "listed for pruning but reinforced before the tick applied")
-    return Step(offset, "decayed", event.timestamp, value, f"{event.trigger} decay tick ({event.params.model})")
+        return Step(offset, "kept", event.timestamp, value, "listed for pruning but reinforced before the tick applied", before)
+    if value == before:  # a tick not after the concept's last change
+        return None
+    return Step(offset, "decayed", event.timestamp, value, f"{event.trigger} decay tick ({event.params.model})", before)
 
 
 def format_steps(steps: list[Step]) -> str:
@@ -107,7 +111,8 @@ def format_steps(steps: list[Step]) -> str:
         if run:
             first, last = run[0], run[-1]
             span = f"{first.at:%Y-%m-%d %H:%M} .. {last.at:%Y-%m-%d %H:%M}" if len(run) > 1 else f"{first.at:%Y-%m-%d %H:%M}"
-            lines.append(f"@{first.offset:<7} decayed    {span}  activation {first.activation:.4g} -> {last.activation:.4g} ({len(run)} ticks)")
+            ticks = f"{len(run)} tick" + ("s" if len(run) > 1 else "")
+            lines.append(f"@{first.offset:<7} decayed    {span}  activation {first.before:.4g} -> {last.activation:.4g} ({ticks})")
             run.clear()
 
     for step in steps:

@@ -1,7 +1,6 @@
 """Consolidation into topic nodes: deterministic, and it finds a planted cluster."""
 
 import random
-from datetime import timedelta
 
 from processors.events import Consolidate
 from processors.graph import GraphParams
