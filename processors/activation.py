@@ -88,11 +88,15 @@ def concept_scores(activation: np.ndarray, specificity: np.ndarray, hub_floor: f
     return activation * (hub_floor + (1.0 - hub_floor) * specificity)
 
 
-def top_concepts(scores: np.ndarray, activation: np.ndarray, n: int) -> list[int]:
-    """Indices of the n best-scored active nodes; ties by index (deterministic)."""
+def top_concepts(scores: np.ndarray, activation: np.ndarray, n: int, ids: Sequence[str]) -> list[int]:
+    """Indices of the n best-scored active nodes; ties by concept id, so the
+    answer does not depend on where nodes sit in the arrays."""
     active = np.flatnonzero(activation > 0)
-    order = np.lexsort((active, -scores[active]))
-    return [int(i) for i in active[order][:n]]
+    if active.size > n:
+        # Only the nodes scoring at least the n-th best can make the cut.
+        cut = np.partition(scores[active], active.size - n)[active.size - n]
+        active = active[scores[active] >= cut]
+    return sorted((int(i) for i in active), key=lambda i: (-scores[i], ids[i]))[:n]
 
 
 def rank_passages(

@@ -75,7 +75,9 @@ def _step(
         return Step(offset, kind, event.timestamp, a, f"turn {event.turn_id} ({event.speaker}); mentions: {new.count}")
     if isinstance(event, Retrieved) and new != old and new is not None:
         boost = next(b.amount for b in event.boosts if b.id == cid)
-        return Step(offset, "retrieved", event.timestamp, a, f"request {event.request_id}: +{boost:.4f}; retrievals: {new.retrievals}")
+        f = new.retrieval_frequency()
+        rate = f"; f = n/T = {f:.3g} per day" if f is not None else ""
+        return Step(offset, "retrieved", event.timestamp, a, f"request {event.request_id}: +{boost:.4f}; retrievals: {new.retrievals}{rate}")
     if isinstance(event, Decay) and old is not None:
         return _decay_step(event, offset, old, new, cid)
     if isinstance(event, Consolidate) and new is not None:

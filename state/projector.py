@@ -130,6 +130,8 @@ class PartitionState:
             c.id for c in isolated_by(concepts, edges, view.neighbour_ids, isolated.__contains__)
         ]
         self._remove(ref, meta.model_copy(update={"decayed_to": at, "decay": params}), concepts, edges, offset)
+        if view.needs_compaction():
+            self.views[ref] = load_view(self.repo, ref, self.params.decay)
         return Outcome.APPLIED
 
     def _remove(

@@ -64,7 +64,7 @@ def answer(
     activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
-    top = top_concepts(scores, activation, params.top_concepts)
+    top = top_concepts(scores, activation, params.top_concepts, view.ids)
     ranked = rank_passages(((scores[i], view.passage_ids[i]) for i in top), params.top_passages)
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()

@@ -50,6 +50,7 @@ class GraphView:
         self.ref = ref
         self.decay = decay
         self.dead = 0
+        self._edges = 0
         self.topics: list[TopicNode] = []
         self._topic_members: list[np.ndarray] = []  # per topic: its members' node indices
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
@@ -76,7 +77,17 @@ class GraphView:
 
     @property
     def edges(self) -> int:
-        return sum(len(row) for row in self._adjacency) // 2
+        return self._edges
+
+    def needs_compaction(self) -> bool:
+        """Whether dead slots or stale due-time entries outnumber live ones
+        (then `load_view` gives an equal, compact view)."""
+        slack = 1024
+        return (
+            self.dead > self.concepts + slack
+            or len(self._concept_due) > 4 * self.concepts + slack
+            or len(self._edge_due) > 4 * self._edges + slack
+        )
 
     @property
     def counts(self) -> np.ndarray:
@@ -100,6 +111,7 @@ class GraphView:
         self._counts[i] = count
 
     def add_pair(self, a: int, b: int, increment: int) -> None:
+        self._edges += b not in self._adjacency[a]
         for x, y in ((a, b), (b, a)):
             self._adjacency[x][y] = self._adjacency[x].get(y, 0) + increment
             self._arrays.pop(x, None)
@@ -149,6 +161,7 @@ class GraphView:
     def remove_concept(self, cid: str) -> None:
         """Drop a concept, its edges and its passage links (its slot stays, dead)."""
         i = self.index.pop(cid)
+        self._edges -= len(self._adjacency[i])
         for j in self._adjacency[i]:
             del self._adjacency[j][i]
             self._arrays.pop(j, None)
@@ -160,6 +173,7 @@ class GraphView:
 
     def remove_edge(self, a: str, b: str) -> None:
         i, j = self.index[a], self.index[b]
+        self._edges -= j in self._adjacency[i]
         for x, y in ((i, j), (j, i)):
             self._adjacency[x].pop(y, None)
             self._arrays.pop(x, None)

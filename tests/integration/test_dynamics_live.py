@@ -1,6 +1,7 @@
 """Memory dynamics on the embedded broker: ticks, pruning, consolidation and
 reinforcement are events in the log, and replaying the log gives the live graphs."""
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -71,3 +72,28 @@ def test_explain_through_the_cli_names_the_pruning_event(fast):
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith(f"@{steps[-1].offset} ") and " pruned " in last and "decay tick" in last
+
+
+def test_an_idle_graph_is_ticked_by_the_worker_and_still_replays(tmp_path):
+    # Two-second windows, checked twice a second: idle within seconds.
+    idle = FAST.model_copy(update={"window_s": 2.0, "consolidate_every_s": 0.0, "idle_check_s": 0.5})
+    turns = [t for t in demo_turns() if t.graph_id == "bob"][:3]
+    with live_pipeline(tmp_path / "idle", partitions=1, graph=idle) as live:
+        run(publish_and_wait(live.settings, turns, batch=10, expected={"bob": 3}))
+
+        async def idle_ticks() -> list[Decay]:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while loop.time() < deadline:
+                events = [decode_graph_event(r.value) for r in await graph_records(live.settings, "bob")]
+                ticks = [e for e in events if isinstance(e, Decay) and e.trigger == "idle"]
+                if len(ticks) >= 2:
+                    return ticks
+                await asyncio.sleep(0.5)
+            raise AssertionError("no idle ticks within 60 s")
+
+        ticks = run(idle_ticks())
+        last_turn = max(t.timestamp for t in turns)
+        assert all(t.timestamp > last_turn for t in ticks) and ticks[0].timestamp < ticks[1].timestamp
+        result = run(replay(live.settings, tmp_path / "replayed", None, Selection(), verify=True))
+        assert result.differences == []

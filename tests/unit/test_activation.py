@@ -62,7 +62,7 @@ def test_multi_hop_node_linked_to_two_seeds_outranks_single_seed_neighbours():
     p = ActivationParams(fan=False, max_iterations=1)
     a, _ = spread(5, [0, 1], graph(edges, 5), p)
     assert a[2] > a[3] and a[2] > a[4]
-    order = top_concepts(a, a, 5)
+    order = top_concepts(a, a, 5, list("abcde"))
     assert order.index(2) < order.index(3)
 
 
@@ -76,8 +76,14 @@ def test_hub_is_outranked_by_specific_concept_with_equal_activation():
     activation = np.array([0.5, 0.5])
     spec = np.array([0.0, 1.0])  # node 0 in every turn, node 1 in one
     scores = concept_scores(activation, spec, hub_floor=0.1)
-    assert top_concepts(scores, activation, 2) == [1, 0]
+    assert top_concepts(scores, activation, 2, ["hub", "rare"]) == [1, 0]
     assert scores[0] == pytest.approx(0.05)
+
+
+def test_top_concepts_break_ties_by_id_not_by_position():
+    scores = np.array([0.5, 0.9, 0.5, 0.5, 0.1])
+    assert top_concepts(scores, scores, 3, ["d", "x", "b", "c", "a"]) == [1, 2, 3]
+    assert top_concepts(scores, scores, 9, ["d", "x", "b", "c", "a"]) == [1, 2, 3, 0, 4]
 
 
 def test_rank_passages_sums_scores_and_breaks_ties_by_id():

@@ -11,11 +11,12 @@ from processors.activation import ActivationParams
 from processors.graph import GraphParams, GraphRef
 from replay.explain import explain, format_steps
 from replay.reader import LogRecord
+from state import keys
 from state.digest import graph_digest
 from state.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import PartitionState
-from streams.simulation import GRAPH, ONCE, WEEKLY, Stream, simulate, turns
+from streams.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns
 
 STREAM = Stream(days=360, turns_per_day=12)  # 4,320 turns over a simulated year
 # The defaults' time constants (90 days) need years of simulated time to
@@ -42,6 +43,13 @@ def test_graph_size_plateaus_under_drift(run):
     assert static[-1].concepts > 1.4 * static[-3].concepts
     assert last.concepts < 1.1 * half_year_before.concepts  # with it: under 10% in the last half year
     assert last.edges < 1.1 * half_year_before.edges
+
+
+def test_the_view_stays_compact_too(run):
+    log, _ = run
+    view = log.state.view(GRAPH)
+    assert view.dead <= view.concepts + 1024 and not view.needs_compaction()
+    assert view.edges == sum(1 for _ in log.state.repo.store.scan(keys.section(view.ref, b"p")))
 
 
 def test_a_concept_mentioned_every_week_survives(run):
@@ -101,3 +109,14 @@ def test_explain_names_the_pruning_event(run):
     assert isinstance(log.log[pruned.offset], Decay) and "last edge was pruned" in pruned.detail
     text = format_steps(steps)
     assert f"@{pruned.offset}" in text and "pruned" in text
+
+
+def test_explain_tells_retrievals_with_their_frequency():
+    log = LocalLog(PARAMS.model_copy(update={"window_s": 0.0, "consolidate_every_s": 0.0}))
+    log.append(next(turns(STREAM)))
+    for day in (1, 3):
+        query = ActivationQuery(request_id=f"q{day}", graph_id=GRAPH, seeds=(ONCE,), at=STREAM_START + timedelta(days=day))
+        log.ask(query, ActivationParams(), ExtractionParams())
+    steps = explain(records(log), GRAPH, [ONCE], PARAMS)
+    assert [s.kind for s in steps] == ["created", "retrieved", "retrieved"]
+    assert "retrievals: 2; f = n/T = 1 per day" in steps[-1].detail  # 2 retrievals over 2 days
