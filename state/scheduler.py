@@ -97,10 +97,10 @@ class Scheduler:
         view, params = state.views[ref], self.params.decay
         records = state.repo.concepts(ref, set(view.due_concepts(at)))
         concepts = expired_concepts(records.values(), at, params)
-        gone = {c.id for c in concepts}
-        candidates = [e for e in set(view.due_edges(at)) if gone.isdisjoint(e)]
-        edges = expired_edges(state.repo.pairs(ref, candidates), at, params)
-        isolated = isolated_by(gone, [(e.a, e.b) for e in edges], view.neighbour_ids)
+        # Edges of expiring concepts stay listed: if the concept is kept
+        # (reinforced before the tick applies), its due edges still go.
+        edges = expired_edges(state.repo.pairs(ref, set(view.due_edges(at))), at, params)
+        isolated = isolated_by([c.id for c in concepts], [(e.a, e.b) for e in edges], view.neighbour_ids)
         return Decay(
             graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, trigger=trigger,
             params=params, concepts=tuple(concepts + isolated), edges=tuple(edges),
