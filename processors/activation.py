@@ -38,16 +38,20 @@ class ActivationParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    firing_threshold: float = Field(default=0.05, ge=0.0, le=1.0)
-    propagation_decay: float = Field(default=0.5, ge=0.0, le=1.0)
+    firing_threshold: float = Field(default=0.01, ge=0.0, le=1.0)
+    propagation_decay: float = Field(default=0.3, ge=0.0, le=1.0)
     max_iterations: int = Field(default=5, ge=1, le=50)
     epsilon: float = Field(default=1e-4, ge=0.0, le=1.0)
-    top_concepts: int = Field(default=10, ge=1, le=1000)
+    top_concepts: int = Field(default=50, ge=1, le=1000)
     top_passages: int = Field(default=5, ge=1, le=1000)
     spend: bool = True
     fan: bool = True
     weight: WeightKind = "ppmi_norm"
     hub_floor: float = Field(default=0.1, ge=0.0, le=1.0)
+    # Passages pass context_weight × their score to the turns within
+    # context_window places of them in the same session (0: off).
+    context_window: int = Field(default=2, ge=0, le=20)
+    context_weight: float = Field(default=0.2, ge=0.0, le=1.0)
     # Share of a concept's outgoing weight that flows up to its topic nodes
     # (see `state.view.GraphView.neighbours`); 0: topics take no part.
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
@@ -100,16 +104,29 @@ def top_concepts(scores: np.ndarray, activation: np.ndarray, n: int, ids: Sequen
 
 
 def rank_passages(
-    scored_concepts: Iterable[tuple[float, Sequence[str]]], k: int
+    scored_concepts: Iterable[tuple[float, Sequence[str]]],
+    k: int,
+    context: Callable[[str], Sequence[tuple[str, int]]] | None = None,
+    context_weight: float = 0.0,
 ) -> list[tuple[str, float]]:
     """Top-k passages by the summed score of the concepts pointing at them.
 
-    `scored_concepts` yields (concept score, its source passage ids).
-    Ties are broken by passage id so the order is deterministic.
+    `scored_concepts` yields (concept score, its source passage ids). With
+    `context` (passage -> its neighbouring turns in the conversation, with
+    their distance) each passage also passes `context_weight` × its score
+    to its neighbours: the turn that answers a question often follows (or
+    precedes) the one that names its subject. Ties are broken by passage id
+    so the order is deterministic.
     """
     totals: dict[str, float] = {}
     for score, passage_ids in scored_concepts:
         for pid in passage_ids:
             totals[pid] = totals.get(pid, 0.0) + score
+    if context is not None and context_weight > 0:
+        spread_out = dict(totals)
+        for pid, score in totals.items():
+            for other, _ in context(pid):
+                spread_out[other] = spread_out.get(other, 0.0) + context_weight * score
+        totals = spread_out
     ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
     return ranked[:k]

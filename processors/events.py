@@ -200,7 +200,10 @@ class QueryParams(Event):
     epsilon: float | None = Field(default=None, ge=0.0, le=1.0)
     top_concepts: int | None = Field(default=None, ge=1, le=1000)
     top_passages: int | None = Field(default=None, ge=1, le=1000)
-    topic_weight: float | None = Field(default=None, ge=0.0, lt=1.0)  # added in activation_query v3
+    # Added in activation_query v3:
+    topic_weight: float | None = Field(default=None, ge=0.0, lt=1.0)
+    context_window: int | None = Field(default=None, ge=0, le=20)
+    context_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class ActivationQuery(Event):

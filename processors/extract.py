@@ -36,7 +36,7 @@ class ExtractionParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_concepts: int = Field(default=12, ge=1, le=100)
+    max_concepts: int = Field(default=20, ge=1, le=100)
     max_ngram: int = Field(default=3, ge=1, le=5)
     # importance = 1 / (1 + yake_score / yake_score_scale): YAKE scores are
     # "lower is better", ~0.01 for a strong keyword and ~1 for a weak one.

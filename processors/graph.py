@@ -123,7 +123,7 @@ class GraphMeta(BaseModel):
 
 
 class Passage(BaseModel):
-    """A source passage (one turn) and the concepts it mentioned."""
+    """A source passage (one turn), the concepts it mentioned and its place in the conversation."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -134,6 +134,9 @@ class Passage(BaseModel):
     session_id: str | None = None
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     concept_ids: tuple[str, ...]
+    # Position among the graph version's turns, in log order (0-based): with
+    # session_id, what makes turns neighbours in a conversation.
+    seq: int = 0
 
 
 class TurnDelta(BaseModel):
@@ -244,7 +247,7 @@ def apply_turn(
     passage = Passage(
         turn_id=event.turn_id, speaker=event.speaker, text=event.text,
         timestamp=event.timestamp, session_id=event.session_id,
-        metadata=event.metadata, concept_ids=tuple(ids),
+        metadata=event.metadata, concept_ids=tuple(ids), seq=meta.turns,
     )
     t = event.timestamp
     clock = t if meta.clock is None else max(meta.clock, t)

@@ -158,6 +158,8 @@ class PartitionState:
                 view.remove_edge(a, b)
         for cid in concepts:
             view.remove_concept(cid)
+        for turn_id in orphaned:
+            view.forget_passage(turn_id)
 
     def _apply_consolidate(self, ref: GraphRef, event: Consolidate, offset: int) -> Outcome:
         meta = self.repo.meta(ref)

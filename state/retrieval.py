@@ -65,7 +65,11 @@ def answer(
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts, view.ids)
-    ranked = rank_passages(((scores[i], view.passage_ids[i]) for i in top), params.top_passages)
+    window = params.context_window
+    ranked = rank_passages(
+        ((scores[i], view.passage_ids[i]) for i in top), params.top_passages,
+        (lambda pid: view.context(pid, window)) if window > 0 else None, params.context_weight,
+    )
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()
     return ActivationReply(

@@ -26,7 +26,7 @@ from processors.association import WeightKind, outgoing_weights, specificity
 from processors.activation import Neighbours
 from processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
 from processors.events import TopicNode
-from processors.graph import ConceptState, GraphRef, TurnDelta
+from processors.graph import ConceptState, GraphRef, Passage, TurnDelta
 from processors.pruning import Edge, PairState
 from state import keys
 from state.repository import GraphRepository, from_us
@@ -62,6 +62,9 @@ class GraphView:
         self._counts = np.zeros(64, dtype=np.float64)
         self._adjacency: list[dict[int, int]] = []
         self.passage_ids: list[list[str]] = []
+        # Where each passage sits: (session, seq) <-> turn id, for context.
+        self.place_of: dict[str, tuple[str | None, int]] = {}
+        self.turn_at: dict[tuple[str | None, int], str] = {}
         self.turns = 0
         self._arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -119,6 +122,7 @@ class GraphView:
     def apply(self, delta: TurnDelta, pairs: dict[Edge, PairState]) -> None:
         """Mirror a delta just written to the store (`pairs`: their new state)."""
         turn_id = delta.passage.turn_id
+        self.place(delta.passage)
         for concept in delta.concepts:
             i = self.node(concept.id, concept.text)
             self.set_count(i, concept.count)
@@ -129,6 +133,27 @@ class GraphView:
         for edge, pair in pairs.items():
             self.note_edge(edge, pair)
         self.turns = delta.meta.turns
+
+    def place(self, passage: Passage) -> None:
+        key = (passage.session_id, passage.seq)
+        self.place_of[passage.turn_id] = key
+        self.turn_at[key] = passage.turn_id
+
+    def forget_passage(self, turn_id: str) -> None:
+        key = self.place_of.pop(turn_id, None)
+        if key is not None:
+            self.turn_at.pop(key, None)
+
+    def context(self, turn_id: str, window: int) -> list[tuple[str, int]]:
+        """Turns of the same session within `window` places of `turn_id`, with their distance."""
+        session, seq = self.place_of[turn_id]
+        found = []
+        for d in range(1, window + 1):
+            for other in (seq - d, seq + d):
+                neighbour = self.turn_at.get((session, other))
+                if neighbour is not None:
+                    found.append((neighbour, d))
+        return found
 
     def note_concept(self, concept: ConceptState) -> None:
         heapq.heappush(self._concept_due, (concept_due_s(concept, self.decay), concept.id))
@@ -258,6 +283,8 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         count, last = keys.decode_pair(raw)
         view.add_pair(view.index[a], view.index[b], count)
         view.note_edge((a, b), PairState(count, from_us(last)))
+    for _, raw in repo.store.scan(keys.section(ref, b"t")):
+        view.place(Passage.model_validate_json(raw))
     view.turns = repo.turns(ref)
     view.set_topics(repo.topics(ref))
     return view

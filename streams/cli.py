@@ -139,7 +139,7 @@ def _aware_datetime(text: str) -> datetime:
 
 
 def _number_type(name: str) -> Any:
-    return int if name in {"max_iterations", "top_concepts", "top_passages"} else float
+    return int if name in {"max_iterations", "top_concepts", "top_passages", "context_window"} else float
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:

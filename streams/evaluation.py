@@ -51,9 +51,11 @@ def load(directory: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     turns: dict[str, list[Turn]] = defaultdict(list)
     for line in (directory / "turns.jsonl").read_text().splitlines():
         row = json.loads(line)
+        session = row.get("session")
         turns[row["conversation_id"]].append(Turn(
             graph_id=row["conversation_id"], turn_id=row["turn_id"], speaker=row["speaker"],
             text=row["text"], timestamp=_aware(row["timestamp"]),
+            session_id=None if session is None else str(session),
         ))
     questions = []
     for line in (directory / "qa.jsonl").read_text().splitlines():

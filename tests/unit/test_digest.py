@@ -66,13 +66,21 @@ def test_a_concepts_metadata_is_part_of_the_digest():
 
 @settings(max_examples=30, deadline=None)
 @given(st.permutations(range(6)), st.lists(st.floats(0.01, 1.0), min_size=18, max_size=18))
-def test_digest_is_independent_of_the_order_turns_are_applied_in(order, weights):
+def test_only_passage_positions_depend_on_the_order_turns_are_applied_in(order, weights):
+    """Counts, concepts and their activations do not depend on the order of
+    turns (between two decay ticks); a passage's position in the
+    conversation (`seq`, its place in the log) does, and only that."""
     concepts = ["a", "b", "c", "d"]
     turns = [
         ingested("g", f"t{i}", {concepts[(i + j) % 4]: weights[3 * i + j] for j in range(3)}, minute=i)
         for i in range(6)
     ]
-    assert graph_digest(build([turns[i] for i in order]).repo, G) == graph_digest(build(turns).repo, G)
+    shuffled, ordered = graph_digest(build([turns[i] for i in order]).repo, G), graph_digest(build(turns).repo, G)
+    assert {n: d for n, d in shuffled.sections.items() if n != "passages"} == {
+        n: d for n, d in ordered.sections.items() if n != "passages"
+    }
+    positions = {t: p.seq for t, p in build([turns[i] for i in order]).repo.passages(G, [t.turn_id for t in turns]).items()}
+    assert positions == {turns[i].turn_id: place for place, i in enumerate(order)}
 
 
 def test_partition_digests_lists_every_version_and_marks_the_active_one():
