@@ -98,6 +98,14 @@ def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for x in ids + words if x))
 
 
+def content_words(text: str, language: str = "en") -> list[str]:
+    """Lemmas of the words of `text` that are not stopwords (YAKE's list), lower case."""
+    stopwords = _yake(language, 1, 1).stopword_set
+    return [
+        simplemma.lemmatize(w, lang=language).lower() for w in _TOKEN.findall(text.lower()) if w not in stopwords
+    ]
+
+
 @lru_cache(maxsize=16)
 def _yake(language: str, max_ngram: int, top: int) -> yake.KeywordExtractor:
     return yake.KeywordExtractor(lan=language, n=max_ngram, dedupLim=0.9, top=top)

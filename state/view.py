@@ -179,6 +179,22 @@ class GraphView:
                     pairs[(cid, self.ids[j])] = count
         return counts, texts, pairs
 
+    def edge_arrays(self, kind: WeightKind) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, weight) of every directed edge, weights as `neighbours(kind, fan=False)`."""
+        weighted = self.neighbours(kind, fan=False)
+        parts = [(i, *weighted(i)) for i in self.index.values()]
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros(0)
+        src = np.concatenate([np.full(len(idx), i, dtype=np.int64) for i, idx, _ in parts])
+        dst = np.concatenate([idx for _, idx, _ in parts])
+        weight = np.concatenate([w for _, _, w in parts])
+        return src, dst, weight
+
+    def strengths(self) -> list[dict[int, int]]:
+        """Per node, neighbour -> pair count (read-only)."""
+        return self._adjacency
+
     def neighbour_ids(self, cid: str) -> list[str]:
         i = self.index.get(cid)
         return [] if i is None else [self.ids[j] for j in self._adjacency[i]]

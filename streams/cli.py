@@ -99,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("dataset", choices=["locomo"])
     evaluate.add_argument("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl")
     evaluate.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
+    evaluate.add_argument("--retriever", action="append", choices=["emgas", "ppr", "maibot", "bm25", "hybrid"],
+                          help="retrievers to compare (repeatable; default: all five)")
     evaluate.set_defaults(func=_eval)
 
     simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
@@ -277,7 +279,7 @@ def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
 def _eval(settings: Settings, args: argparse.Namespace) -> int:
     from streams.evaluation import format_table, run_eval
 
-    figures = run_eval(args.data, settings)
+    figures = run_eval(args.data, settings, args.retriever or ("emgas", "ppr", "maibot", "bm25", "hybrid"))
     print(format_table(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))

@@ -16,14 +16,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from processors.activation import ActivationParams
-from processors.events import ActivationQuery, QueryParams, Turn
+from processors.events import Turn
 from processors.extract import ExtractionParams, extractor_id, ingest
 from processors.graph import GraphParams
 from state.driver import LocalLog
-from state.retrieval import answer
+from state.baselines import NAMES, retrievers
 from streams.errors import InputFileError
 
 if TYPE_CHECKING:
@@ -73,16 +73,6 @@ def build(turns: Iterable[Turn], graph: GraphParams, extraction: ExtractionParam
     return log
 
 
-def ranks(log: LocalLog, question: Question, activation: ActivationParams, extraction: ExtractionParams) -> list[str]:
-    """The turn ids the memory returns for a question, best first."""
-    query = ActivationQuery(
-        request_id="eval", graph_id=question.conversation_id, text=question.text, reinforce=False,
-        params=QueryParams(top_passages=DEPTH),
-    )
-    reply = answer(log.state, query, activation, extraction, lambda: 0.0)
-    return [p.turn_id for p in reply.passages]
-
-
 def score(ranked: list[str], evidence: frozenset[str]) -> dict[str, float]:
     """recall@k = |evidence ∩ top k| / |evidence|; MRR = 1 / rank of the first evidence turn."""
     first = next((i + 1 for i, t in enumerate(ranked) if t in evidence), None)
@@ -109,28 +99,39 @@ def evaluate(
     graph: GraphParams,
     activation: ActivationParams,
     extraction: ExtractionParams,
+    names: Sequence[str] = NAMES,
     progress: Callable[[int], None] = lambda n: None,
-) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
-    """Metrics per category, and the graphs' final sizes (concepts, edges, passages, events)."""
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, int]]:
+    """Metrics per retriever and category, and the graphs' final sizes."""
     turns, questions = load(directory)
-    scored = []
-    sizes = defaultdict(int)
+    scored: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in names}
+    sizes: dict[str, int] = defaultdict(int)
     for conversation, conversation_turns in turns.items():
         log = build(conversation_turns, graph, extraction)
-        view = log.state.view(conversation)
-        sizes["concepts"] += view.concepts
-        sizes["edges"] += view.edges
-        sizes["topics"] += len(view.topics)
-        sizes["topic_members"] += sum(len(t.members) for t in view.topics)
-        sizes["events"] += len(log.log)
-        sizes["pruned_passages"] += len(conversation_turns) - len(log.state.repo.passages(view.ref, [t.turn_id for t in conversation_turns]))
+        _add_sizes(sizes, log, conversation, conversation_turns)
+        ranked_by = retrievers(log.state, conversation, activation, extraction, DEPTH)
+        known = {t.turn_id for t in conversation_turns}
         for q in (q for q in questions if q.conversation_id == conversation):
-            scored.append((q.category, score(ranks(log, q, activation, extraction), q.evidence)))
+            evidence = q.evidence & known  # evidence ids that match no turn are ignored
+            if not evidence:
+                continue
+            for name in names:
+                scored[name].append((q.category, score(ranked_by[name](q.text), evidence)))
         progress(len(conversation_turns))
-    return summarise(scored), dict(sizes)
+    return {name: summarise(rows) for name, rows in scored.items()}, dict(sizes)
 
 
-def run_eval(directory: Path, settings: "Settings") -> dict:
+def _add_sizes(sizes: dict[str, int], log: LocalLog, conversation: str, turns: list[Turn]) -> None:
+    view = log.state.view(conversation)
+    sizes["concepts"] += view.concepts
+    sizes["edges"] += view.edges
+    sizes["topics"] += len(view.topics)
+    sizes["topic_members"] += sum(len(t.members) for t in view.topics)
+    sizes["events"] += len(log.log)
+    sizes["pruned_passages"] += len(turns) - len(view.place_of)
+
+
+def run_eval(directory: Path, settings: "Settings", names: Sequence[str] = NAMES) -> dict:
     """The figures `emgas eval locomo` prints and writes, with a progress bar."""
     from tqdm import tqdm
 
@@ -138,9 +139,9 @@ def run_eval(directory: Path, settings: "Settings") -> dict:
         raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
     turns, _ = load(directory)
     with tqdm(total=sum(len(t) for t in turns.values()), unit="turn", desc="eval") as bar:
-        metrics, sizes = evaluate(directory, settings.graph, settings.activation, settings.extraction, bar.update)
+        metrics, sizes = evaluate(directory, settings.graph, settings.activation, settings.extraction, names, bar.update)
     return {
-        "retrievers": {"emgas": metrics},
+        "retrievers": metrics,
         "graphs": sizes,
         "parameters": {"graph": settings.graph.model_dump(mode="json"), "activation": settings.activation.model_dump(mode="json")},
     }

@@ -1,0 +1,80 @@
+"""Retrievers to compare the product with, over the same graph and passages.
+
+`emgas` (the product: `state.retrieval.answer`), and the baselines:
+`ppr` (personalised PageRank over the same concept graph, as HippoRAG),
+`maibot` (MaiBot's breadth-first activation), `bm25` (over the passages'
+text) and `hybrid` (emgas and BM25 fused by reciprocal rank). Each maps a
+question to the turn ids it returns, best first. The graph parts read the
+same view and seeds as the product; passages are scored the HippoRAG way,
+by summing the scores of the concepts that mention them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from processors.activation import ActivationParams
+from processors.events import ActivationQuery, QueryParams
+from processors.extract import ExtractionParams
+from processors.lexical import BM25, top
+from processors.walks import maibot_activation, personalised_pagerank
+from state.projector import PartitionState
+from state.retrieval import answer, seed_ids
+from state.view import GraphView
+
+Retriever = Callable[[str], list[str]]
+NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid")
+RRF_K = 60  # reciprocal rank fusion: score = Σ 1 / (RRF_K + rank)
+HYBRID_DEPTH = 50  # how deep each list going into the fusion is
+
+
+def _passages_by_score(view: GraphView, node_scores: dict[int, float], k: int) -> list[str]:
+    totals: dict[str, float] = {}
+    for i, s in node_scores.items():
+        for pid in view.passage_ids[i]:
+            totals[pid] = totals.get(pid, 0.0) + s
+    return top(totals, k)
+
+
+def retrievers(
+    state: PartitionState, graph_id: str, activation: ActivationParams, extraction: ExtractionParams, k: int
+) -> dict[str, Retriever]:
+    """Every retriever over `graph_id` in `state`, each returning k turn ids."""
+    view = state.view(graph_id)
+    assert view is not None
+    turn_ids = list(view.place_of)
+    texts = state.repo.passages(view.ref, turn_ids)
+    bm25 = BM25((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
+    src, dst, weight = view.edge_arrays(activation.weight)
+
+    def query(text: str, depth: int = k) -> ActivationQuery:
+        return ActivationQuery(
+            request_id="eval", graph_id=graph_id, text=text, reinforce=False, params=QueryParams(top_passages=depth)
+        )
+
+    def seeds(text: str) -> list[int]:
+        return [view.index[s] for s in seed_ids(view, query(text), extraction)]
+
+    def emgas(text: str, depth: int = k) -> list[str]:
+        return [p.turn_id for p in answer(state, query(text, depth), activation, extraction, lambda: 0.0).passages]
+
+    def ppr(text: str) -> list[str]:
+        rank = personalised_pagerank(view.size, src, dst, weight, seeds(text))
+        return _passages_by_score(view, {int(i): float(rank[i]) for i in np.flatnonzero(rank > 0)}, k)
+
+    def maibot(text: str) -> list[str]:
+        return _passages_by_score(view, maibot_activation(view.strengths(), seeds(text)), k)
+
+    def lexical(text: str, depth: int = k) -> list[str]:
+        return top(bm25.scores(text), depth)
+
+    def hybrid(text: str) -> list[str]:
+        fused: dict[str, float] = {}
+        for ranking in (emgas(text, HYBRID_DEPTH), lexical(text, HYBRID_DEPTH)):
+            for r, pid in enumerate(ranking):
+                fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + r + 1)
+        return top(fused, k)
+
+    return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "hybrid": hybrid}
