@@ -47,11 +47,11 @@ class ActivationParams(BaseModel):
     spend: bool = True
     fan: bool = True
     weight: WeightKind = "ppmi_norm"
-    hub_floor: float = Field(default=0.1, ge=0.0, le=1.0)
+    hub_floor: float = Field(default=0.3, ge=0.0, le=1.0)
     # Passages pass context_weight × their score to the turns within
     # context_window places of them in the same session (0: off).
     context_window: int = Field(default=2, ge=0, le=20)
-    context_weight: float = Field(default=0.2, ge=0.0, le=1.0)
+    context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
     # Share of a concept's outgoing weight that flows up to its topic nodes
     # (see `state.view.GraphView.neighbours`); 0: topics take no part.
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)

