@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
     evaluate.add_argument("--retriever", action="append", choices=["emgas", "ppr", "maibot", "bm25", "hybrid"],
                           help="retrievers to compare (repeatable; default: all five)")
+    evaluate.add_argument("--conversation", action="append", default=[], help="only this conversation (repeatable)")
     evaluate.set_defaults(func=_eval)
 
     simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
@@ -279,7 +280,7 @@ def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
 def _eval(settings: Settings, args: argparse.Namespace) -> int:
     from streams.evaluation import format_table, run_eval
 
-    figures = run_eval(args.data, settings, args.retriever or ("emgas", "ppr", "maibot", "bm25", "hybrid"))
+    figures = run_eval(args.data, settings, args.retriever or ("emgas", "ppr", "maibot", "bm25", "hybrid"), args.conversation)
     print(format_table(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))

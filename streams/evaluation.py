@@ -46,8 +46,9 @@ def _aware(raw: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def load(directory: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
-    """Turns by conversation (in file order) and the answerable questions."""
+def load(directory: Path, only: Sequence[str] = ()) -> tuple[dict[str, list[Turn]], list[Question]]:
+    """Turns by conversation (in file order) and the answerable questions
+    (of the conversations in `only`, when given)."""
     turns: dict[str, list[Turn]] = defaultdict(list)
     for line in (directory / "turns.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -62,6 +63,9 @@ def load(directory: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
         row = json.loads(line)
         if row["category"] in CATEGORIES and row["evidence"]:
             questions.append(Question(row["conversation_id"], row["category"], row["question"], frozenset(row["evidence"])))
+    if only:
+        turns = {c: t for c, t in turns.items() if c in only}
+        questions = [q for q in questions if q.conversation_id in only]
     return dict(turns), questions
 
 
@@ -101,9 +105,10 @@ def evaluate(
     extraction: ExtractionParams,
     names: Sequence[str] = NAMES,
     progress: Callable[[int], None] = lambda n: None,
+    only: Sequence[str] = (),
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, int]]:
     """Metrics per retriever and category, and the graphs' final sizes."""
-    turns, questions = load(directory)
+    turns, questions = load(directory, only)
     scored: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in names}
     sizes: dict[str, int] = defaultdict(int)
     for conversation, conversation_turns in turns.items():
@@ -131,15 +136,19 @@ def _add_sizes(sizes: dict[str, int], log: LocalLog, conversation: str, turns: l
     sizes["pruned_passages"] += len(turns) - len(view.place_of)
 
 
-def run_eval(directory: Path, settings: "Settings", names: Sequence[str] = NAMES) -> dict:
+def run_eval(directory: Path, settings: "Settings", names: Sequence[str] = NAMES, only: Sequence[str] = ()) -> dict:
     """The figures `emgas eval locomo` prints and writes, with a progress bar."""
     from tqdm import tqdm
 
     if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
         raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
-    turns, _ = load(directory)
+    turns, _ = load(directory, only)
+    if not turns:
+        raise InputFileError(f"no conversation {', '.join(only)} in {directory}")
     with tqdm(total=sum(len(t) for t in turns.values()), unit="turn", desc="eval") as bar:
-        metrics, sizes = evaluate(directory, settings.graph, settings.activation, settings.extraction, names, bar.update)
+        metrics, sizes = evaluate(
+            directory, settings.graph, settings.activation, settings.extraction, names, bar.update, only
+        )
     return {
         "retrievers": metrics,
         "graphs": sizes,
