@@ -104,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--conversation", action="append", default=[], help="only this conversation (repeatable)")
     evaluate.set_defaults(func=_eval)
 
+    bench_all = sub.add_parser("bench", help="speed figures: extraction, ingest, queries, round trips, replay, memory")
+    bench_all.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
+    bench_all.add_argument("--quick", action="store_true", help="small sizes: under a minute, for smoke tests")
+    bench_all.set_defaults(func=_bench)
+
     simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
     simulate.add_argument("--days", type=int, default=1080)
     simulate.add_argument("--turns-per-day", type=int, default=8)
@@ -282,6 +287,16 @@ def _eval(settings: Settings, args: argparse.Namespace) -> int:
 
     figures = run_eval(args.data, settings, args.retriever or ("emgas", "ppr", "maibot", "bm25", "hybrid"), args.conversation)
     print(format_table(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _bench(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.bench import format_figures, run_bench
+
+    figures = run_bench(settings, args.quick, progress=lambda step: print(f"... {step}", file=sys.stderr, flush=True))
+    print(format_figures(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
     return 0

@@ -1,0 +1,28 @@
+"""`emgas bench --quick`: runs and writes every figure (a smoke test: no timing assertions)."""
+
+import json
+import os
+import subprocess
+import sys
+
+KEYS = {
+    "extract_turns_per_s", "yake_reference_turns_per_s", "ingest_turns_per_s", "ingest_turns_per_s_2_workers",
+    "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
+    "resident_bytes_per_edge",
+}
+
+
+def test_bench_quick_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "bench", "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert KEYS <= set(figures), KEYS - set(figures)
+    assert figures["machine"]["cores"] >= 1 and "numpy" in figures["machine"]["versions"]
+    for key in KEYS - {"resident_bytes_per_edge", "ingest_turns_per_s_2_workers"}:
+        assert {"median", "min", "max", "repeats"} <= set(figures[key]) and figures[key]["median"] > 0, key
+    two = figures["ingest_turns_per_s_2_workers"]
+    assert two is None and figures["ingest_2_workers_error"] or two["median"] > 0
