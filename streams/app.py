@@ -20,6 +20,7 @@ agents use it (after a crash, a restart or a rebalance).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import datetime, timezone
@@ -106,11 +107,23 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
 
     @app.agent(turns, name="extract")
     async def extract_turns(stream: Any) -> None:
-        async for _, turn in decoded(stream, decode_turn):
-            ingested = ingest(turn, settings.extraction, extractor)
-            await app.producer.send_and_wait(
-                settings.graph_events_topic, turn.graph_id.encode(), encode(ingested), None, None, None
-            )
+        # Turns come in batches; their graph events are sent without waiting
+        # for each ack, and the batch's acks are awaited before its turns
+        # are acknowledged (so their offsets can be committed): a turn is
+        # never committed before its graph event is in the log.
+        async for events in stream.take_events(settings.extract_batch, within=settings.extract_batch_wait_s):
+            pending = []
+            for event in events:
+                try:
+                    turn = decode_turn(event.message.value)
+                except DecodeError as err:
+                    await to_dlq(event.message, err)
+                    continue
+                ingested = ingest(turn, settings.extraction, extractor)
+                pending.append(await app.producer.send(
+                    settings.graph_events_topic, turn.graph_id.encode(), encode(ingested), None, None, None
+                ))
+            await asyncio.gather(*pending)
 
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
