@@ -187,3 +187,8 @@ def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested
         extractor=extractor,
         concepts=extract(source, params, language),
     )
+
+
+def ingest_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[TurnIngested]:
+    """`ingest` of each turn, in order (a module-level function: it can run in another process)."""
+    return [ingest(turn, params, extractor) for turn in turns]

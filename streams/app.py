@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, Iterable
 
@@ -31,7 +33,7 @@ import faust
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
 from processors.events import ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphEvent
-from processors.extract import extractor_id, ingest
+from processors.extract import extractor_id, ingest_all
 from state.digest import partition_digests
 from state.retrieval import answer, reinforcement
 from state.scheduler import Scheduler, ref_of
@@ -82,6 +84,7 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
     queries = _topic(app, settings.queries_topic, settings.partitions)
     extractor = extractor_id(settings.extraction)
     scheduler = Scheduler(settings.graph)
+    extraction = Extraction(settings, extractor)
 
     async def append(events: Iterable[GraphEvent]) -> None:
         for event in events:
@@ -112,17 +115,18 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
         # are acknowledged (so their offsets can be committed): a turn is
         # never committed before its graph event is in the log.
         async for events in stream.take_events(settings.extract_batch, within=settings.extract_batch_wait_s):
-            pending = []
+            turns = []
             for event in events:
                 try:
-                    turn = decode_turn(event.message.value)
+                    turns.append(decode_turn(event.message.value))
                 except DecodeError as err:
                     await to_dlq(event.message, err)
-                    continue
-                ingested = ingest(turn, settings.extraction, extractor)
-                pending.append(await app.producer.send(
-                    settings.graph_events_topic, turn.graph_id.encode(), encode(ingested), None, None, None
-                ))
+            pending = [
+                await app.producer.send(
+                    settings.graph_events_topic, ingested.graph_id.encode(), encode(ingested), None, None, None
+                )
+                for ingested in await extraction.run(turns)
+            ]
             await asyncio.gather(*pending)
 
     @app.agent(graph_events, name="apply")
@@ -162,6 +166,32 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             if isinstance(reply, ActivationReply):
                 retrieved = reinforcement(states.get(message.partition), request, reply, settings.graph)
                 await append([retrieved] if retrieved else [])
+
+
+class Extraction:
+    """Runs `ingest_all` on batches of turns: in a process pool when
+    `extract_processes` > 0, so extraction (the bulk of a turn's cost) runs
+    on its own core while the event loop applies events and serves queries."""
+
+    def __init__(self, settings: Settings, extractor: str) -> None:
+        self.settings = settings
+        self.extractor = extractor
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def run(self, turns: list[Any]) -> list[Any]:
+        params = self.settings.extraction
+        if not turns:
+            return []
+        if self.settings.extract_processes == 0:
+            return ingest_all(turns, params, self.extractor)
+        if self._pool is None:
+            # spawn, not fork: the worker process already runs threads.
+            self._pool = ProcessPoolExecutor(self.settings.extract_processes, mp_context=get_context("spawn"))
+        loop = asyncio.get_running_loop()
+        size = -(-len(turns) // self.settings.extract_processes)
+        chunks = [turns[i : i + size] for i in range(0, len(turns), size)]
+        done = await asyncio.gather(*(loop.run_in_executor(self._pool, ingest_all, c, params, self.extractor) for c in chunks))
+        return [ingested for chunk in done for ingested in chunk]
 
 
 def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery, settings: Settings) -> Any:

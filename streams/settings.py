@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # most extract_batch_wait_s for them) and awaits their sends together.
     extract_batch: int = Field(default=200, ge=1, le=10_000)
     extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
+    # Processes that run extraction, so it overlaps with Kafka and the fold
+    # in the worker's own process (0: extract in the worker's event loop).
+    extract_processes: int = Field(default=1, ge=0, le=64)
 
     extraction: ExtractionParams = ExtractionParams()
     activation: ActivationParams = ActivationParams()
