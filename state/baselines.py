@@ -53,6 +53,7 @@ def retrievers(
     bm25 = BM25((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
     texts_concepts = {t: p.concept_ids for t, p in texts.items()}
     src, dst, weight = view.edge_arrays(activation.weight)
+    strengths = view.strengths()
 
     def query(text: str, depth: int = k) -> ActivationQuery:
         return ActivationQuery(
@@ -74,7 +75,7 @@ def retrievers(
         memories most similar to the keywords: here the passages of the 10
         most activated concepts, by how many of the query's seeds they mention."""
         keywords = seeds(text)
-        activated = maibot_activation(view.strengths(), keywords)
+        activated = maibot_activation(strengths, keywords)
         nodes = sorted(activated, key=lambda i: (-activated[i], view.ids[i]))[:MAIBOT_NODES]
         wanted = {view.ids[i] for i in keywords}
         candidates = {pid for i in nodes for pid in view.passage_ids[i]}

@@ -29,6 +29,7 @@ from processors.events import TopicNode
 from processors.graph import ConceptState, GraphRef, Passage, TurnDelta
 from processors.pruning import Edge, PairState
 from state import keys
+from state.adjacency import Adjacency
 from state.repository import GraphRepository, from_us
 
 
@@ -50,7 +51,6 @@ class GraphView:
         self.ref = ref
         self.decay = decay
         self.dead = 0
-        self._edges = 0
         self.topics: list[TopicNode] = []
         self._topic_members: list[np.ndarray] = []  # per topic: its members' node indices
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
@@ -60,13 +60,12 @@ class GraphView:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self._counts = np.zeros(64, dtype=np.float64)
-        self._adjacency: list[dict[int, int]] = []
+        self._adjacency = Adjacency()
         self.passage_ids: list[list[str]] = []
         # Where each passage sits: (session, seq) <-> turn id, for context.
         self.place_of: dict[str, tuple[str | None, int]] = {}
         self.turn_at: dict[tuple[str | None, int], str] = {}
         self.turns = 0
-        self._arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def size(self) -> int:
@@ -80,7 +79,7 @@ class GraphView:
 
     @property
     def edges(self) -> int:
-        return self._edges
+        return self._adjacency.edges
 
     def needs_compaction(self) -> bool:
         """Whether dead slots or stale due-time entries outnumber live ones
@@ -89,7 +88,7 @@ class GraphView:
         return (
             self.dead > self.concepts + slack
             or len(self._concept_due) > 4 * self.concepts + slack
-            or len(self._edge_due) > 4 * self._edges + slack
+            or len(self._edge_due) > 4 * self.edges + slack
         )
 
     @property
@@ -104,7 +103,7 @@ class GraphView:
             i = self.index[cid] = len(self.ids)
             self.ids.append(cid)
             self.texts.append(text)
-            self._adjacency.append({})
+            self._adjacency.add_node()
             self.passage_ids.append([])
             if i >= len(self._counts):
                 self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
@@ -114,10 +113,7 @@ class GraphView:
         self._counts[i] = count
 
     def add_pair(self, a: int, b: int, increment: int) -> None:
-        self._edges += b not in self._adjacency[a]
-        for x, y in ((a, b), (b, a)):
-            self._adjacency[x][y] = self._adjacency[x].get(y, 0) + increment
-            self._arrays.pop(x, None)
+        self._adjacency.add(a, b, increment)
 
     def apply(self, delta: TurnDelta, pairs: dict[Edge, PairState]) -> None:
         """Mirror a delta just written to the store (`pairs`: their new state)."""
@@ -128,8 +124,7 @@ class GraphView:
             self.set_count(i, concept.count)
             self.passage_ids[i].append(turn_id)
             self.note_concept(concept)
-        for a, b in delta.pairs:
-            self.add_pair(self.index[a], self.index[b], 1)
+        self._adjacency.add_clique(self.index[c.id] for c in delta.concepts)
         for edge, pair in pairs.items():
             self.note_edge(edge, pair)
         self.turns = delta.meta.turns
@@ -174,7 +169,7 @@ class GraphView:
         texts = {cid: self.texts[i] for cid, i in self.index.items()}
         pairs = {}
         for cid, i in self.index.items():
-            for j, count in self._adjacency[i].items():
+            for j, count in self._adjacency.items(i):
                 if count >= min_pair_count and cid < self.ids[j]:
                     pairs[(cid, self.ids[j])] = count
         return counts, texts, pairs
@@ -192,42 +187,34 @@ class GraphView:
         return src, dst, weight
 
     def strengths(self) -> list[dict[int, int]]:
-        """Per node, neighbour -> pair count (read-only)."""
-        return self._adjacency
+        """Per node, neighbour -> pair count (a copy, for the MaiBot baseline)."""
+        return [dict(self._adjacency.items(i)) for i in range(self.size)]
 
     def neighbour_ids(self, cid: str) -> list[str]:
         i = self.index.get(cid)
-        return [] if i is None else [self.ids[j] for j in self._adjacency[i]]
+        return [] if i is None else [self.ids[j] for j in self._adjacency.neighbours(i)]
 
     def remove_concept(self, cid: str) -> None:
         """Drop a concept, its edges and its passage links (its slot stays, dead)."""
         i = self.index.pop(cid)
-        self._edges -= len(self._adjacency[i])
-        for j in self._adjacency[i]:
-            del self._adjacency[j][i]
-            self._arrays.pop(j, None)
-        self._adjacency[i] = {}
-        self._arrays.pop(i, None)
+        self._adjacency.clear(i)
         self._counts[i] = 0
         self.passage_ids[i] = []
         self.dead += 1
 
     def remove_edge(self, a: str, b: str) -> None:
-        i, j = self.index[a], self.index[b]
-        self._edges -= j in self._adjacency[i]
-        for x, y in ((i, j), (j, i)):
-            self._adjacency[x].pop(y, None)
-            self._arrays.pop(x, None)
+        self._adjacency.remove(self.index[a], self.index[b])
 
     def neighbour_counts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(neighbour indices, pair counts c(i, ·)) of node i, cached until i changes."""
-        cached = self._arrays.get(i)
-        if cached is None:
-            row = self._adjacency[i]
-            idx = np.fromiter(row.keys(), dtype=np.int64, count=len(row))
-            pair = np.fromiter(row.values(), dtype=np.float64, count=len(row))
-            cached = self._arrays[i] = (idx, pair)
-        return cached
+        """(neighbour indices, pair counts c(i, ·)) of node i, sorted by neighbour."""
+        return self._adjacency.row(i)
+
+    def degrees(self) -> np.ndarray:
+        return np.array([self._adjacency.degree(i) for i in range(self.size)], dtype=np.float64)
+
+    def resident_bytes(self) -> int:
+        """Bytes of the adjacency rows (the query structure's bulk)."""
+        return self._adjacency.resident_bytes()
 
     def set_topics(self, topics: list[TopicNode]) -> None:
         """Topic nodes; in spreading, topic k is node `size + k` (after every concept slot)."""
