@@ -1,10 +1,11 @@
 """A compact, incrementally updated co-occurrence adjacency.
 
-Each node's row is two numpy arrays, neighbour indices (int32, sorted) and
-pair counts (int32): 8 bytes per directed entry, 16 per edge, plus about
-200 bytes per node for the two array objects, where a dict of dicts costs
-over 150 bytes per edge. A query reads a row as it is (no copy, no cache
-to invalidate).
+Each node's row is neighbour indices (int32, sorted) and pair counts
+(int32): 8 bytes per directed entry, 16 per edge. Loaded rows sit in one
+CSR (indptr, indices, counts) with no per-node objects; a row a turn
+changes is replaced by its own pair of arrays (a view rebuild folds those
+back into the CSR). A dict of dicts costs over 150 bytes per edge. A query
+reads a row as it is (no copy, no cache to invalidate).
 
 A turn updates its concepts' rows with one sorted merge per row
 (`add_clique`), not one insertion per pair, so the numpy call overhead is
@@ -24,35 +25,55 @@ _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 
 class Adjacency:
     def __init__(self) -> None:
-        self._idx: list[np.ndarray] = []
-        self._cnt: list[np.ndarray] = []
+        # Rows as loaded: one CSR (indptr, indices, counts) for nodes < _base_n;
+        # a row changed since, or of a newer node, lives in _rows instead.
+        self._n = 0
+        self._base_n = 0
+        self._indptr = np.zeros(1, dtype=np.int64)
+        self._base_idx = _EMPTY_IDX
+        self._base_cnt = _EMPTY_CNT
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.edges = 0
 
     def add_node(self) -> int:
-        self._idx.append(_EMPTY_IDX)
-        self._cnt.append(_EMPTY_CNT)
-        return len(self._idx) - 1
+        self._n += 1
+        return self._n - 1
 
     def __len__(self) -> int:
-        return len(self._idx)
+        return self._n
+
+    @property
+    def changed_rows(self) -> int:
+        """Rows held outside the loaded CSR (a rebuild folds them back in)."""
+        return len(self._rows)
 
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
-        return self._idx[i], self._cnt[i]
+        changed = self._rows.get(i)
+        if changed is not None:
+            return changed
+        if i < self._base_n:
+            lo, hi = self._indptr[i], self._indptr[i + 1]
+            return self._base_idx[lo:hi], self._base_cnt[lo:hi]
+        return _EMPTY_IDX, _EMPTY_CNT
+
+    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray) -> None:
+        self._rows[i] = (idx, cnt)
 
     def degree(self, i: int) -> int:
-        return len(self._idx[i])
+        return len(self.row(i)[0])
 
     def neighbours(self, i: int) -> list[int]:
-        return self._idx[i].tolist()
+        return self.row(i)[0].tolist()
 
     def items(self, i: int) -> Iterator[tuple[int, int]]:
-        return zip(self._idx[i].tolist(), self._cnt[i].tolist())
+        idx, cnt = self.row(i)
+        return zip(idx.tolist(), cnt.tolist())
 
     def count(self, i: int, j: int) -> int:
-        idx = self._idx[i]
+        idx, cnt = self.row(i)
         pos = int(np.searchsorted(idx, j))
-        return int(self._cnt[i][pos]) if pos < len(idx) and idx[pos] == j else 0
+        return int(cnt[pos]) if pos < len(idx) and idx[pos] == j else 0
 
     def add_clique(self, nodes: Iterable[int], increment: int = 1) -> None:
         """+increment on the count of every pair of distinct `nodes` (a turn's concepts)."""
@@ -63,20 +84,33 @@ class Adjacency:
             others = members[members != i]
             self._merge(i, others, np.full(len(others), increment, dtype=np.int32))
 
+    def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
+        """Set the rows from whole pair lists (a[k], b[k]) -> counts[k], a != b,
+        each pair once: what loading a stored graph needs, in one sort."""
+        src = np.concatenate([a, b]).astype(np.int64)
+        dst = np.concatenate([b, a]).astype(np.int32)
+        cnt = np.concatenate([counts, counts]).astype(np.int32)
+        order = np.lexsort((dst, src))
+        self._base_idx, self._base_cnt = dst[order], cnt[order]
+        self._indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
+        self._base_n = self._n
+        self._rows = {}
+        self.edges = len(a)
+
     def add(self, a: int, b: int, count: int) -> None:
         """+count on the pair (a, b), both directions (loading stored pairs)."""
         self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))
         self._merge(b, np.array([a], dtype=np.int32), np.array([count], dtype=np.int32))
 
     def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> None:
-        idx, cnt = self._idx[i], self._cnt[i]
+        idx, cnt = self.row(i)
         pos = np.searchsorted(idx, others)
         found = pos < len(idx)
         found[found] = idx[pos[found]] == others[found]
         if found.all():
             cnt = cnt.copy()
             cnt[pos] += increments
-            self._cnt[i] = cnt
+            self._set(i, idx, cnt)
             return
         # Each new undirected edge is merged from both ends: count it at its lower end.
         self.edges += int(np.count_nonzero(~found & (others > i)))
@@ -84,7 +118,7 @@ class Adjacency:
         merged_cnt = np.insert(cnt, pos[~found], 0)
         where = np.searchsorted(merged_idx, others)
         merged_cnt[where] += increments
-        self._idx[i], self._cnt[i] = merged_idx, merged_cnt
+        self._set(i, merged_idx, merged_cnt)
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""
@@ -94,23 +128,23 @@ class Adjacency:
         return existed
 
     def _drop(self, i: int, j: int) -> bool:
-        idx = self._idx[i]
+        idx, cnt = self.row(i)
         pos = int(np.searchsorted(idx, j))
         if pos < len(idx) and idx[pos] == j:
-            self._idx[i] = np.delete(idx, pos)
-            self._cnt[i] = np.delete(self._cnt[i], pos)
+            self._set(i, np.delete(idx, pos), np.delete(cnt, pos))
             return True
         return False
 
     def clear(self, i: int) -> list[int]:
         """Drop every edge of node i; its former neighbours."""
-        neighbours = self._idx[i].tolist()
+        neighbours = self.neighbours(i)
         for j in neighbours:
             self._drop(j, i)
         self.edges -= len(neighbours)
-        self._idx[i], self._cnt[i] = _EMPTY_IDX, _EMPTY_CNT
+        self._set(i, _EMPTY_IDX, _EMPTY_CNT)
         return neighbours
 
     def resident_bytes(self) -> int:
-        """Bytes of the row arrays' data (not the Python objects around them)."""
-        return sum(a.nbytes for a in self._idx) + sum(a.nbytes for a in self._cnt)
+        """Bytes of the rows' data (not the Python objects around them)."""
+        changed = sum(idx.nbytes + cnt.nbytes for idx, cnt in self._rows.values())
+        return self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + changed

@@ -89,6 +89,7 @@ class GraphView:
             self.dead > self.concepts + slack
             or len(self._concept_due) > 4 * self.concepts + slack
             or len(self._edge_due) > 4 * self.edges + slack
+            or self._adjacency.changed_rows > self.concepts // 2 + slack
         )
 
     @property
@@ -114,6 +115,10 @@ class GraphView:
 
     def add_pair(self, a: int, b: int, increment: int) -> None:
         self._adjacency.add(a, b, increment)
+
+    def load_pairs(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
+        """Set every pair count at once (a fresh view: loading)."""
+        self._adjacency.load(a, b, counts)
 
     def apply(self, delta: TurnDelta, pairs: dict[Edge, PairState]) -> None:
         """Mirror a delta just written to the store (`pairs`: their new state)."""
@@ -281,11 +286,15 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         cid, turn_id = keys.split_tail(key, source_prefix)
         view.passage_ids[view.index[cid]].append(turn_id)
     pair_prefix = keys.section(ref, b"p")
+    ends_a, ends_b, counts = [], [], []
     for key, raw in repo.store.scan(pair_prefix):
         a, b = keys.split_tail(key, pair_prefix)
         count, last = keys.decode_pair(raw)
-        view.add_pair(view.index[a], view.index[b], count)
+        ends_a.append(view.index[a])
+        ends_b.append(view.index[b])
+        counts.append(count)
         view.note_edge((a, b), PairState(count, from_us(last)))
+    view.load_pairs(np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64), np.array(counts, dtype=np.int64))
     for _, raw in repo.store.scan(keys.section(ref, b"t")):
         view.place(Passage.model_validate_json(raw))
     view.turns = repo.turns(ref)

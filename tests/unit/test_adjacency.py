@@ -63,3 +63,23 @@ def test_compact_rows_equal_the_reference(operations):
         assert list(idx) == sorted(idx)
         assert all(adj.count(i, j) == c for j, c in ref[i].items())
     assert adj.edges == sum(len(r) for r in ref.values()) // 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), st.integers(1, 9), max_size=30))
+def test_bulk_load_equals_pair_by_pair(pairs):
+    pairs = {(min(a, b), max(a, b)): c for (a, b), c in pairs.items() if a != b}
+    bulk, one_by_one = Adjacency(), Adjacency()
+    for _ in range(N):
+        bulk.add_node()
+        one_by_one.add_node()
+    import numpy as np
+
+    edges = sorted(pairs)
+    bulk.load(np.array([a for a, _ in edges], dtype=np.int64), np.array([b for _, b in edges], dtype=np.int64),
+              np.array([pairs[e] for e in edges], dtype=np.int64))
+    for (a, b), c in pairs.items():
+        one_by_one.add(a, b, c)
+    for i in range(N):
+        assert [x.tolist() for x in bulk.row(i)] == [x.tolist() for x in one_by_one.row(i)]
+    assert bulk.edges == one_by_one.edges == len(pairs)
