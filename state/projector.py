@@ -77,8 +77,8 @@ class PartitionState:
             return Outcome.DUPLICATE_TURN
         existing = self.repo.concepts(ref, [c.id for c in event.concepts])
         delta = apply_turn(event, ref.version, existing, self.params, self.repo.meta(ref))
-        pairs = self.repo.write(delta, offset)
-        self._view(ref).apply(delta, pairs)
+        created = self.repo.write(delta, offset)
+        self._view(ref).apply(delta, created)
         return Outcome.APPLIED
 
     def _view(self, ref: GraphRef) -> GraphView:
@@ -123,8 +123,10 @@ class PartitionState:
         view, at, params = self.views[ref], event.timestamp, event.params
         listed = {c.id for c in event.concepts if c.reason == "activation"}
         concepts = [c.id for c in expired_concepts(self.repo.concepts(ref, listed).values(), at, params)]
-        listed_edges = [(e.a, e.b) for e in event.edges]
-        edges = [(e.a, e.b) for e in expired_edges(self.repo.pairs(ref, listed_edges), at, params)]
+        listed_edges = self.repo.pairs(ref, [(e.a, e.b) for e in event.edges])
+        edges = [(e.a, e.b) for e in expired_edges(listed_edges, at, params)]
+        for edge in listed_edges.keys() - set(edges):  # co-occurred since the decision: due later
+            view.note_edge(edge, listed_edges[edge])
         isolated = {c.id for c in event.concepts if c.reason == "isolated"}
         concepts += [
             c.id for c in isolated_by(concepts, edges, view.neighbour_ids, isolated.__contains__)

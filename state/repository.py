@@ -126,7 +126,7 @@ class GraphRepository:
 
     def write(self, delta: TurnDelta, offset: int) -> dict[Edge, PairState]:
         """Write one turn's delta and the log offset it came from, atomically;
-        return the new state of the turn's pairs."""
+        return the pairs it created (count 1) and their state."""
         ref = delta.ref
         turn_id = delta.passage.turn_id
         pair_keys = [keys.pair(ref, a, b) for a, b in delta.pairs]
@@ -141,13 +141,16 @@ class GraphRepository:
             batch[keys.concept(ref, concept.id)] = _json(concept)
             batch[keys.concept_passage(ref, concept.id, turn_id)] = b""
         at = to_us(delta.passage.timestamp)
-        pairs = {}
+        created = {}
         for edge, key, old in zip(delta.pairs, pair_keys, old_pairs):
-            count, last = keys.decode_pair(old)
-            batch[key] = keys.encode_pair(count + 1, max(last, at))
-            pairs[edge] = PairState(count + 1, from_us(max(last, at)))
+            if old is None:
+                batch[key] = keys.encode_pair(1, at)
+                created[edge] = PairState(1, delta.passage.timestamp)
+            else:
+                count, last = keys.decode_pair(old)
+                batch[key] = keys.encode_pair(count + 1, max(last, at))
         self.store.write(batch)
-        return pairs
+        return created
 
     def write_concepts(
         self, ref: GraphRef, concepts: Iterable[ConceptState], offset: int, request_id: str | None = None

@@ -99,7 +99,12 @@ class Scheduler:
         concepts = expired_concepts(records.values(), at, params)
         # Edges of expiring concepts stay listed: if the concept is kept
         # (reinforced before the tick applies), its due edges still go.
-        edges = expired_edges(state.repo.pairs(ref, set(view.due_edges(at))), at, params)
+        candidates = state.repo.pairs(ref, set(view.due_edges(at)))
+        edges = expired_edges(candidates, at, params)
+        expired = {(e.a, e.b) for e in edges}
+        for edge, pair in candidates.items():  # co-occurred since it was filed: file it again
+            if edge not in expired:
+                view.note_edge(edge, pair)
         isolated = isolated_by([c.id for c in concepts], [(e.a, e.b) for e in edges], view.neighbour_ids)
         return Decay(
             graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, trigger=trigger,

@@ -10,8 +10,10 @@ Removed concepts leave a dead slot (their index is not reused until the
 view is rebuilt), so arrays indexed by node stay valid. The view also keeps
 two heaps of "due times" for the decay scheduler: when each concept's base
 activation and each edge's retention will fall below the thresholds under
-the configured parameters. A change pushes the new due time; due times only
-move later, so an entry that is older than its record is simply dropped.
+the configured parameters. Due times only move later. A concept's change
+pushes its new due time (an entry older than its record is dropped when
+popped); an edge is filed when created, and the scheduler re-files one it
+pops before it is due (one push per edge, not one per co-occurrence).
 """
 
 from __future__ import annotations
@@ -120,8 +122,8 @@ class GraphView:
         """Set every pair count at once (a fresh view: loading)."""
         self._adjacency.load(a, b, counts)
 
-    def apply(self, delta: TurnDelta, pairs: dict[Edge, PairState]) -> None:
-        """Mirror a delta just written to the store (`pairs`: their new state)."""
+    def apply(self, delta: TurnDelta, created: dict[Edge, PairState]) -> None:
+        """Mirror a delta just written to the store (`created`: the pairs it created)."""
         turn_id = delta.passage.turn_id
         self.place(delta.passage)
         for concept in delta.concepts:
@@ -130,7 +132,9 @@ class GraphView:
             self.passage_ids[i].append(turn_id)
             self.note_concept(concept)
         self._adjacency.add_clique(self.index[c.id] for c in delta.concepts)
-        for edge, pair in pairs.items():
+        # A new edge gets a due time; a repeated co-occurrence only moves it
+        # later, and the scheduler re-files an edge it finds not yet due.
+        for edge, pair in created.items():
             self.note_edge(edge, pair)
         self.turns = delta.meta.turns
 
