@@ -21,6 +21,7 @@ ambiguity, and all keys of one graph version share one prefix.
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 
 from processors.graph import GraphRef
@@ -89,13 +90,17 @@ def retrieval(ref: GraphRef, request_id: str) -> bytes:
     return section(ref, b"q") + request_id.encode()
 
 
+_PAIR = struct.Struct(">qq")  # count, last co-occurrence (µs since 1970), big-endian
+
+
 def encode_pair(count: int, last_us: int) -> bytes:
-    return count.to_bytes(8, "big") + last_us.to_bytes(8, "big", signed=True)
+    return _PAIR.pack(count, last_us)
 
 
 def decode_pair(raw: bytes | None) -> tuple[int, int]:
     """(count, last co-occurrence in µs since 1970); (0, minimum) when absent."""
     if not raw:
         return 0, -(2**63)
-    return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big", signed=True)
+    count, last = _PAIR.unpack(raw)
+    return count, last
 
