@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, Iterable
 
 import faust
+from faust.types import TP
 
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
@@ -39,6 +40,7 @@ from state.retrieval import answer, reinforcement
 from state.scheduler import Scheduler, ref_of
 from streams.dlq import dead_letter
 from streams.faust_transport import App
+from streams.metrics import Metrics, register_pages
 from streams.partitions import PartitionStates
 from streams.recovery import Recovery
 from streams.settings import Settings
@@ -70,15 +72,49 @@ def create_app(settings: Settings) -> faust.App:
     recovery = Recovery(settings, states)
     app.on_partitions_assigned.connect(recovery.on_assigned)
     app.on_partitions_revoked.connect(recovery.on_revoked)
-    _register_agents(app, settings, states, recovery)
+    metrics = Metrics()
+    _register_agents(app, settings, states, recovery, metrics)
+    register_pages(
+        app, metrics,
+        lambda m: _refresh(m, app, settings, states, recovery),
+        lambda: _health(settings, recovery),
+    )
     return app
+
+
+def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
+    """Set the gauges from the partitions assigned here."""
+    ready = recovery.ready_partitions()
+    metrics.ready.set(len(ready))
+    metrics.recovering.set(len(recovery.assigned_partitions()) - len(ready))
+    for partition in ready:
+        state, label = states.get(partition), str(partition)
+        views = list(state.views.values())
+        metrics.graphs.labels(label).set(len(views))
+        metrics.concepts.labels(label).set(sum(v.concepts for v in views))
+        metrics.edges.labels(label).set(sum(v.edges for v in views))
+        metrics.passages.labels(label).set(sum(len(v.place_of) for v in views))
+        highwater = app.consumer.highwater(TP(settings.graph_events_topic, partition))
+        if highwater is not None and highwater >= 0:
+            metrics.lag.labels(label).set(max(0, highwater - 1 - state.applied_offset))
+
+
+def _health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
+    assigned, ready = recovery.assigned_partitions(), recovery.ready_partitions()
+    return {
+        "worker": settings.worker_name,
+        "ready": recovery.assignment_seen and assigned == ready,
+        "partitions": {"assigned": assigned, "ready": ready},
+    }
 
 
 def _topic(app: faust.App, name: str, partitions: int) -> Any:
     return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
 
 
-def _register_agents(app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
+def _register_agents(
+    app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics
+) -> None:
     turns = _topic(app, settings.turns_topic, settings.turn_partitions)
     graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
     queries = _topic(app, settings.queries_topic, settings.partitions)
@@ -91,9 +127,11 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             await app.producer.send_and_wait(
                 settings.graph_events_topic, event.graph_id.encode(), encode(event), None, None, None
             )
+            metrics.emitted.labels(event.type).inc()
 
     async def to_dlq(message: Any, err: DecodeError) -> None:
         log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
+        metrics.dead_letters.labels(message.topic, err.code).inc()
         await app.producer.send_and_wait(
             settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
         )
@@ -128,6 +166,7 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
                 for ingested in await extraction.run(turns)
             ]
             await asyncio.gather(*pending)
+            metrics.turns.inc(len(pending))
 
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
@@ -136,7 +175,8 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
             # owner reads the log from its own state's offset.
             if await recovery.wait(message.partition):
                 state = states.get(message.partition)
-                state.apply(graph_event, message.offset)
+                outcome = state.apply(graph_event, message.offset)
+                metrics.applied.labels(graph_event.type, outcome.value).inc()
                 ref = ref_of(state, graph_event)
                 scheduler.applied(graph_event, ref, datetime.now(timezone.utc))
                 await append(scheduler.due(state, ref))
@@ -160,6 +200,9 @@ def _register_agents(app: faust.App, settings: Settings, states: PartitionStates
                 reply = _reply(states, message.partition, request, settings)
             else:
                 reply = _error(request, "partition_moved", "the graph moved to another worker; ask again")
+            metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
+            if isinstance(reply, ActivationReply):
+                metrics.latency.observe(reply.timings.total_ms / 1000.0)
             await app.producer.send_and_wait(
                 request.reply_to, request.request_id.encode(), encode(reply), None, None, None
             )

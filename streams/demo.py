@@ -59,14 +59,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_worker(settings: Settings, log_path: Path, name: str = "worker-1") -> subprocess.Popen[bytes]:
-    """`emgas worker` as a child process on the given broker, home and a free web port."""
+def start_worker(
+    settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None
+) -> subprocess.Popen[bytes]:
+    """`emgas worker` as a child process on the given broker and home, its web
+    server (metrics, health) on `web_port` (default: a free port)."""
     env = {
         **os.environ,
         "EMGAS_BROKER": settings.bootstrap_servers(),
         "EMGAS_HOME": str(settings.home),
         "EMGAS_WORKER_NAME": name,
-        "EMGAS_WEB_PORT": str(free_port()),
+        "EMGAS_WEB_PORT": str(web_port or free_port()),
         "EMGAS_PARTITIONS": str(settings.partitions),
         "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
         "EMGAS_GRAPH": settings.graph.model_dump_json(),

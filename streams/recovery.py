@@ -39,11 +39,13 @@ class Recovery:
         self.states = states
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self.assignment_seen = False  # the group has given this worker its partitions once
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
 
     async def on_assigned(self, sender: Any, assigned: Iterable[Any], **_: Any) -> None:
+        self.assignment_seen = True
         for partition in self._partitions(assigned):
             self.ready(partition)
 
@@ -63,6 +65,10 @@ class Recovery:
             future = self._ready[partition] = asyncio.get_running_loop().create_future()
             self._tasks[partition] = asyncio.create_task(self._catch_up(partition, future))
         return future
+
+    def assigned_partitions(self) -> list[int]:
+        """Graph-events partitions assigned here (caught up or not)."""
+        return sorted(self._ready)
 
     def ready_partitions(self) -> list[int]:
         """Partitions assigned here and caught up."""

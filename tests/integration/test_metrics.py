@@ -1,0 +1,80 @@
+"""A worker's Prometheus metrics and health, scraped over HTTP."""
+
+import asyncio
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from processors.events import ActivationReply
+from streams.client import MemoryClient
+from streams.demo import demo_turns, free_port, start_worker, turns_per_graph
+from tests.integration.live import live_pipeline, publish_and_wait, run
+
+pytestmark = pytest.mark.integration
+
+
+def scrape(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(rf"^{name}(?:{{(.*)}})? (\S+)$", line)
+        if match and all(f'{k}="{v}"' in (match.group(1) or "") for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
+    turns = [t for t in demo_turns() if t.graph_id == "bob"]
+    port = free_port()
+    with live_pipeline(tmp_path / "metrics", partitions=2, workers=0) as live:
+        live.workers["w"] = start_worker(live.settings, tmp_path / "w.log", name="w", web_port=port)
+        run(publish_and_wait(live.settings, turns, batch=50, expected=turns_per_graph(turns)))
+
+        async def ask_and_break() -> ActivationReply:
+            producer = AIOKafkaProducer(bootstrap_servers=live.settings.bootstrap_servers())
+            await producer.start()
+            try:
+                await producer.send_and_wait(live.settings.turns_topic, b"{not json", key=b"bob")
+            finally:
+                await producer.stop()
+            async with MemoryClient(live.settings) as client:
+                replies = [await client.ask("bob", "How is the marathon training going?") for _ in range(3)]
+                await client.ask("nobody", seeds=("x",))
+                return replies[-1]
+
+        _, before = scrape(port, "/metrics")  # waiting for the turns asked too (graph_not_found at first)
+        reply = run(ask_and_break())
+        assert isinstance(reply, ActivationReply)
+
+        async def scraped() -> str:
+            for _ in range(100):  # the dead letter is written asynchronously
+                status, text = scrape(port, "/metrics")
+                if status == 200 and value(text, "emgas_dead_letters_total", reason="not_json") >= 1:
+                    return text
+                await asyncio.sleep(0.1)
+            raise AssertionError("the dead letter never showed in /metrics")
+
+        text = run(scraped())
+        assert value(text, "emgas_turns_extracted_total") == len(turns)
+        assert value(text, "emgas_graph_events_total", type="turn_ingested", outcome="applied") == len(turns)
+        assert value(text, "emgas_queries_total", type="activation_query", result="ok") >= 3
+        not_found = value(text, "emgas_queries_total", result="graph_not_found")
+        assert not_found - value(before, "emgas_queries_total", result="graph_not_found") == 1
+        assert value(text, "emgas_query_seconds_count") >= 4
+        assert value(text, "emgas_passages") == len(turns) and value(text, "emgas_concepts") > 0
+        assert value(text, "emgas_partitions_ready") == 2 and value(text, "emgas_partitions_recovering") == 0
+        assert value(text, "emgas_consumer_lag") == 0
+        status, body = scrape(port, "/health")
+        assert status == 200 and json.loads(body)["ready"] is True
