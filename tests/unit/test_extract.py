@@ -5,6 +5,7 @@ import pytest
 from processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
 
 P = ExtractionParams()
+YAKE = ExtractionParams(method="yake")
 
 
 @pytest.mark.parametrize(
@@ -17,18 +18,27 @@ def test_normalise_lemmatises_to_one_node(phrase, expected):
 
 def test_overlapping_ngrams_collapse_to_minimal_cover():
     text = "I've been debugging our Kafka consumer lag all morning; the Kafka consumer lag is bad."
-    ids = [c.id for c in extract(text, P)]
+    ids = [c.id for c in extract(text, YAKE)]
     assert "kafka" in ids and "lag" in ids
     assert "kafka consumer lag" not in ids
     # no kept concept contains another as a run of words
     assert not [(a, b) for a in ids for b in ids if a != b and f" {b} " in f" {a} "]
 
 
-def test_importance_in_unit_interval_and_ordered():
-    concepts = extract("Melanie painted a sunrise over the lake in Sweden last summer.", P)
+@pytest.mark.parametrize("params", [P, YAKE])
+def test_importance_in_unit_interval_and_ordered(params):
+    concepts = extract("Melanie painted a sunrise over the lake in Sweden last summer.", params)
     assert concepts, "expected concepts"
     assert all(0 < c.importance <= 1 for c in concepts)
     assert [c.importance for c in concepts] == sorted((c.importance for c in concepts), reverse=True)
+
+
+def test_content_words_are_lemmas_with_names_first():
+    concepts = extract("Yesterday Melanie painted two sunrises. Sweden was cold; the lakes were frozen.", P)
+    assert [c.id for c in concepts] == ["melanie", "yesterday", "paint", "sunrise", "sweden", "cold", "lake", "freeze"]
+    by_id = {c.id: c for c in concepts}
+    assert by_id["melanie"].importance == 0.8 and by_id["sweden"].importance == 0.5  # sentence-initial
+    assert by_id["sunrise"].text == "sunrises"
 
 
 def test_extraction_is_deterministic():
