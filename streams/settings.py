@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
     # Processes that run extraction, so it overlaps with Kafka and the fold
     # in the worker's own process (0: extract in the worker's event loop).
-    extract_processes: int = Field(default=1, ge=0, le=64)
+    extract_processes: int = Field(default=0, ge=0, le=64)
 
     extraction: ExtractionParams = ExtractionParams()
     activation: ActivationParams = ActivationParams()
