@@ -83,7 +83,9 @@ def create_app(settings: Settings) -> faust.App:
 
 
 def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
-    """Set the gauges from the partitions assigned here."""
+    """Set the gauges from the partitions assigned here (a revoked partition's series go)."""
+    for gauge in (metrics.graphs, metrics.concepts, metrics.edges, metrics.passages, metrics.lag):
+        gauge.clear()
     ready = recovery.ready_partitions()
     metrics.ready.set(len(ready))
     metrics.recovering.set(len(recovery.assigned_partitions()) - len(ready))
