@@ -19,6 +19,7 @@ from processors.events import (
     DigestQuery,
     GraphEvent,
     Reply,
+    StatsQuery,
     Turn,
 )
 
@@ -35,6 +36,8 @@ CURRENT_VERSIONS: dict[str, int] = {
     "retrieved": 1,
     "activation_query": 3,
     "digest_query": 1,
+    "stats_query": 1,
+    "stats_reply": 1,
     "activation_reply": 1,
     "digest_reply": 1,
     "error_reply": 1,
@@ -146,12 +149,14 @@ def decode_query(raw: bytes) -> ActivationQuery:
     return _query(_load_object(raw))
 
 
-def decode_request(raw: bytes) -> ActivationQuery | DigestQuery:
+def decode_request(raw: bytes) -> ActivationQuery | DigestQuery | StatsQuery:
     """Read anything `emgas.queries` carries: an activation query (the
-    default when `type` is absent) or a digest query."""
+    default when `type` is absent), a digest query or a stats query."""
     obj = _load_object(raw)
     if obj.get("type") == "digest_query":
         return _validate(DigestQuery.model_validate, upcast(obj))
+    if obj.get("type") == "stats_query":
+        return _validate(StatsQuery.model_validate, upcast(obj))
     return _query(obj)
 
 

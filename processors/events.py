@@ -247,6 +247,41 @@ class DigestQuery(Event):
     reply_to: TopicName = "emgas.replies"
 
 
+class StatsQuery(Event):
+    """A request for a graph's size and most mentioned concepts, on `emgas.queries`."""
+
+    type: Literal["stats_query"] = "stats_query"
+    schema_version: Literal[1] = 1
+    request_id: Identifier
+    graph_id: Identifier
+    graph_version: int | None = Field(default=None, ge=1)
+    top: int = Field(default=10, ge=0, le=1000)
+    reply_to: TopicName = "emgas.replies"
+
+
+class TopConcept(Event):
+    id: str
+    text: str
+    count: int
+    base_activation: float
+
+
+class StatsReply(Event):
+    """A graph version's size (live records) and its most mentioned concepts."""
+
+    type: Literal["stats_reply"] = "stats_reply"
+    schema_version: Literal[1] = 1
+    request_id: str
+    graph_id: str
+    version: int
+    turns: int
+    concepts: int
+    edges: int
+    passages: int
+    topics: int
+    top_concepts: tuple[TopConcept, ...]
+
+
 class RankedConcept(Event):
     id: str
     text: str
@@ -329,7 +364,7 @@ class DigestReply(Event):
     graphs: tuple[GraphDigest, ...]
 
 
-Reply = Annotated[Union[ActivationReply, DigestReply, ErrorReply], Field(discriminator="type")]
+Reply = Annotated[Union[ActivationReply, DigestReply, StatsReply, ErrorReply], Field(discriminator="type")]
 
 
 class DeadLetter(Event):

@@ -29,8 +29,8 @@ from typing import Any
 from processors.events import Turn
 from processors.graph import GraphParams
 from replay.fold import FoldCounts, Selection, fold_records
-from replay.reader import LogReader, LogRecord
-from replay.run import replay
+from replay.reader import LogRecord
+from replay.run import log_reader, replay
 from state.projector import PartitionState
 from state.rocks import RocksStore
 from streams.client import MemoryClient
@@ -62,7 +62,7 @@ async def _ingest(settings: Settings, turns: list[Turn]) -> float:
 
 async def _read_log(settings: Settings) -> list[LogRecord]:
     """Every record of the (single) graph-events partition, held in memory."""
-    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
+    async with log_reader(settings) as reader:
         _, end = (await reader.bounds(settings.graph_events_topic, [0]))[0]
         return [r async for batch in reader.read(settings.graph_events_topic, 0, 0, end) for r in batch]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -38,10 +38,18 @@ class LogRecord:
 class LogReader:
     """Use as `async with LogReader(servers) as reader: ...`."""
 
-    def __init__(self, bootstrap_servers: str, fetch_max_wait_ms: int = 10, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        fetch_max_wait_ms: int = 10,
+        timeout_s: float = 10.0,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`client_options`: extra aiokafka options (security, see `streams.security`)."""
         self._servers = bootstrap_servers
         self._timeout_s = timeout_s
         self._consumer = AIOKafkaConsumer(
+            **(client_options or {}),
             bootstrap_servers=bootstrap_servers,
             enable_auto_commit=False,
             auto_offset_reset="none",  # a position outside the log is an error, not a silent jump

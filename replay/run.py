@@ -40,6 +40,11 @@ class ReplayResult:
     differences: list[str] | None = None  # None: not verified
 
 
+
+def log_reader(settings: Settings) -> LogReader:
+    """A reader of the configured broker, with its fetch wait and security options."""
+    return LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms, client_options=settings.kafka_options())
+
 def _checked(reply: Reply) -> DigestReply:
     if isinstance(reply, ErrorReply):
         raise ReplayError(f"the live system answered {reply.code}: {reply.message}")
@@ -85,7 +90,7 @@ async def replay(
     if any(state_dir.iterdir() if state_dir.exists() else []):
         raise ReplayError(f"{state_dir} is not empty: a rebuild needs a fresh state directory")
     topic = settings.graph_events_topic
-    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
+    async with log_reader(settings) as reader:
         partitions = await _partitions_to_read(reader, topic, graph_id)
         live: list[DigestReply] = []
         if verify:
@@ -136,7 +141,7 @@ async def derive_from_turns(
     extractor = extractor_id(settings.extraction)
     result = Derivation()
     topic = settings.turns_topic
-    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader, MemoryClient(settings) as client:
+    async with log_reader(settings) as reader, MemoryClient(settings) as client:
         partitions = await _partitions_to_read(reader, topic, graph_id)
         for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
             async for batch in reader.read(topic, partition, start, end):
@@ -173,7 +178,7 @@ async def switch_version(settings: Settings, graph_id: str, version: int, at: da
 async def graph_records(settings: Settings, graph_id: str) -> list[LogRecord]:
     """Every record of the partition of `emgas.graph-events` that holds `graph_id`."""
     topic = settings.graph_events_topic
-    async with LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms) as reader:
+    async with log_reader(settings) as reader:
         [partition] = await _partitions_to_read(reader, topic, graph_id)
         start, end = (await reader.bounds(topic, [partition]))[partition]
         return [record async for batch in reader.read(topic, partition, start, end) for record in batch]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from processors.activation import (
     ActivationParams,
     concept_scores,
@@ -22,6 +24,9 @@ from processors.events import (
     ActivationReply,
     Boost,
     Retrieved,
+    StatsQuery,
+    StatsReply,
+    TopConcept,
     GraphStats,
     RankedConcept,
     RankedPassage,
@@ -121,4 +126,24 @@ def reinforcement(
     return Retrieved(
         graph_id=query.graph_id, graph_version=view.ref.version, request_id=query.request_id,
         timestamp=at, boosts=boosts,
+    )
+
+
+def graph_stats(state: PartitionState, query: StatsQuery) -> StatsReply:
+    """Sizes of a graph version from its view, and its `top` most mentioned concepts."""
+    view = state.view(query.graph_id, query.graph_version)
+    if view is None:
+        raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
+    live = np.array(sorted(view.index.values()), dtype=np.int64)
+    counts = view.counts[live]
+    order = live[np.lexsort((live, -counts))][: query.top]
+    ids = [view.ids[int(i)] for i in order]
+    records = state.repo.concepts(view.ref, ids)
+    return StatsReply(
+        request_id=query.request_id, graph_id=query.graph_id, version=view.ref.version, turns=view.turns,
+        concepts=view.concepts, edges=view.edges, passages=len(view.place_of), topics=len(view.topics),
+        top_concepts=tuple(
+            TopConcept(id=c, text=records[c].text, count=records[c].count, base_activation=records[c].base_activation)
+            for c in ids
+        ),
     )

@@ -33,10 +33,10 @@ from faust.types import TP
 
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
-from processors.events import ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphEvent
+from processors.events import ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphEvent, StatsQuery
 from processors.extract import extractor_id, ingest_all
 from state.digest import partition_digests
-from state.retrieval import answer, reinforcement
+from state.retrieval import answer, graph_stats, reinforcement
 from state.scheduler import Scheduler, ref_of
 from streams.dlq import dead_letter
 from streams.faust_transport import App
@@ -55,6 +55,7 @@ def create_app(settings: Settings) -> faust.App:
     app = App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap_servers()}",
+        broker_credentials=settings.kafka.faust_credentials(),
         fetch_max_wait_ms=settings.fetch_max_wait_ms,
         datadir=str(data_dir / "faust"),
         topic_allow_declare=False,  # topics are created up front (streams.topics)
@@ -239,9 +240,11 @@ class Extraction:
         return [ingested for chunk in done for ingested in chunk]
 
 
-def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery, settings: Settings) -> Any:
+def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery | StatsQuery, settings: Settings) -> Any:
     state = states.get(partition)
     try:
+        if isinstance(request, StatsQuery):
+            return graph_stats(state, request)
         if isinstance(request, DigestQuery):
             return DigestReply(
                 request_id=request.request_id, worker=settings.worker_name, partition=partition,
@@ -256,5 +259,5 @@ def _reply(states: PartitionStates, partition: int, request: ActivationQuery | D
         return _error(request, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
-def _error(request: ActivationQuery | DigestQuery, code: str, message: str) -> ErrorReply:
+def _error(request: ActivationQuery | DigestQuery | StatsQuery, code: str, message: str) -> ErrorReply:
     return ErrorReply(request_id=request.request_id, graph_id=request.graph_id, code=code, message=message)

@@ -116,6 +116,15 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--json", type=Path, dest="json_out", help="write the samples to this file")
     simulate.set_defaults(func=_simulate)
 
+    config = sub.add_parser("config", help="print the effective configuration (secrets masked)")
+    config.set_defaults(func=_config)
+
+    stats = sub.add_parser("stats", help="a graph's size and its most mentioned concepts")
+    stats.add_argument("--graph", required=True)
+    stats.add_argument("--top", type=int, default=10, help="how many concepts to list")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=_stats)
+
     explain = sub.add_parser("explain", help="when a concept was created, reinforced, decayed and pruned, and why")
     explain.add_argument("--graph", required=True)
     explain.add_argument("concept", help="concept id or surface form (normalised like a query)")
@@ -309,6 +318,31 @@ def _simulate(settings: Settings, args: argparse.Namespace) -> int:
     print(format_samples(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _config(settings: Settings, args: argparse.Namespace) -> int:
+    # SecretStr fields dump as "**********" in JSON mode.
+    print(json.dumps(settings.model_dump(mode="json"), indent=2))
+    return 0
+
+
+def _stats(settings: Settings, args: argparse.Namespace) -> int:
+    async def run() -> Reply:
+        async with MemoryClient(settings) as client:
+            return await client.stats(args.graph, args.top)
+
+    reply = asyncio.run(run())
+    if isinstance(reply, ErrorReply):
+        print(f"error {reply.code}: {reply.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(reply.model_dump_json())
+        return 0
+    print(f"graph {reply.graph_id} v{reply.version}: {reply.turns} turns, {reply.concepts} concepts, "
+          f"{reply.edges} edges, {reply.passages} passages, {reply.topics} topics")
+    for c in reply.top_concepts:
+        print(f"  {c.count:6d}  {c.text}  (activation {c.base_activation:.3f})")
     return 0
 
 

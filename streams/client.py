@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaError
 
 from processors.codec import decode_reply, encode
 from processors.errors import DecodeError
-from processors.events import ActivationQuery, DigestQuery, GraphEvent, QueryParams, Reply, Turn
+from processors.events import ActivationQuery, DigestQuery, GraphEvent, QueryParams, Reply, StatsQuery, Turn
 from streams.errors import BrokerError, QueryTimeout
 from streams.settings import Settings
 
@@ -43,7 +43,9 @@ class MemoryClient:
         await self.close()
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._servers, acks="all", linger_ms=2)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._servers, acks="all", linger_ms=2, **self.settings.kafka_options()
+        )
         try:
             await asyncio.wait_for(self._producer.start(), self.settings.query_timeout_s)
         except (KafkaError, OSError, asyncio.TimeoutError) as exc:
@@ -83,6 +85,11 @@ class MemoryClient:
         )
         return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
 
+    async def stats(self, graph_id: str, top: int = 10, timeout_s: float | None = None) -> Reply:
+        """A graph's size and its `top` most mentioned concepts (a StatsReply, or an ErrorReply)."""
+        query = StatsQuery(request_id=uuid.uuid4().hex, graph_id=graph_id, top=top, reply_to=self.settings.replies_topic)
+        return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
+
     async def digests(self, graph_id: str | None = None, timeout_s: float | None = None) -> list[Reply]:
         """The live digests: of `graph_id`'s versions (one reply), or of every
         graph (one reply per partition of the queries topic)."""
@@ -110,7 +117,7 @@ class MemoryClient:
         return len(futures)
 
     async def _request(
-        self, request: ActivationQuery | DigestQuery, about: str, timeout_s: float | None,
+        self, request: ActivationQuery | DigestQuery | StatsQuery, about: str, timeout_s: float | None,
         key: bytes | None = None, partition: int | None = None,
     ) -> Reply:
         assert self._producer is not None, "client not started"
@@ -140,7 +147,7 @@ class MemoryClient:
     async def _start_listening(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._servers, enable_auto_commit=False,
-            fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
+            fetch_max_wait_ms=self.settings.fetch_max_wait_ms, **self.settings.kafka_options(),
         )
         topic = self.settings.replies_topic
         assert self._producer is not None

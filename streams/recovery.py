@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from replay.errors import LogTruncated, ReplayError
 from replay.fold import Selection
-from replay.reader import LogReader
+from replay.run import log_reader
 from replay.rebuild import rebuild_partition
 from streams.partitions import PartitionStates
 from streams.settings import Settings
@@ -94,7 +94,7 @@ class Recovery:
         topic = self.settings.graph_events_topic
         while True:
             try:
-                async with LogReader(self.settings.bootstrap_servers(), self.settings.fetch_max_wait_ms) as reader:
+                async with log_reader(self.settings) as reader:
                     _, end = (await reader.bounds(topic, [partition]))[partition]
                     counts = await rebuild_partition(reader, topic, partition, state, end, Selection())
                     return counts.read

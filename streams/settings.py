@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +19,7 @@ from processors.extract import ExtractionParams
 from processors.graph import GraphParams
 from streams.embedded import TopicSpec
 from streams.errors import ConfigError
+from streams.security import KafkaSecurity
 
 
 class Settings(BaseSettings):
@@ -46,6 +48,7 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=10, ge=1, le=5000)
     session_timeout_s: float = Field(default=6.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     query_timeout_s: float = Field(default=10.0, gt=0)
@@ -57,6 +60,7 @@ class Settings(BaseSettings):
     # in the worker's own process (0: extract in the worker's event loop).
     extract_processes: int = Field(default=0, ge=0, le=64)
 
+    kafka: KafkaSecurity = KafkaSecurity()
     extraction: ExtractionParams = ExtractionParams()
     activation: ActivationParams = ActivationParams()
     graph: GraphParams = GraphParams()
@@ -81,6 +85,10 @@ class Settings(BaseSettings):
                 f"no broker configured: set EMGAS_BROKER=host:port, or start one with "
                 f"`emgas broker` (it writes {self.broker_file})"
             ) from None
+
+    def kafka_options(self) -> dict:
+        """Security options for every aiokafka client (see `streams.security`)."""
+        return self.kafka.aiokafka_options()
 
     def topics(self) -> list[TopicSpec]:
         """Every topic the system uses, with its partition count."""

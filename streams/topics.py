@@ -20,7 +20,7 @@ async def ensure_topics(settings: Settings) -> None:
     created them already, so an unsupported-API answer is fine as long as
     the topics exist.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers())
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers(), **settings.kafka_options())
     try:
         await admin.start()
     except KafkaError as exc:

@@ -9,6 +9,7 @@ import faust
 
 from streams.app import create_app
 from streams.settings import Settings
+from streams.logs import logging_config
 from streams.topics import ensure_topics
 
 
@@ -16,6 +17,8 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
     asyncio.run(ensure_topics(settings))
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = faust.Worker(
+        app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)
+    )
     logging.getLogger("faust").setLevel(getattr(logging, loglevel))
     worker.execute_from_commandline()

@@ -2,7 +2,10 @@
 
 import asyncio
 import json
+import os
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -78,3 +81,18 @@ def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
         assert value(text, "emgas_consumer_lag") == 0
         status, body = scrape(port, "/health")
         assert status == 200 and json.loads(body)["ready"] is True
+
+        # `emgas stats` through the CLI: the same graph's size and top concepts
+        env = {**os.environ, "EMGAS_BROKER": live.settings.bootstrap_servers(), "EMGAS_HOME": str(live.home),
+               "EMGAS_PARTITIONS": "2"}
+        out = subprocess.run([sys.executable, "-m", "streams.cli", "stats", "--graph", "bob", "--json", "--top", "3"],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        stats = json.loads(out.stdout)
+        assert stats["passages"] == len(turns) and stats["turns"] == len(turns)
+        assert stats["concepts"] == value(text, "emgas_concepts") and stats["edges"] == value(text, "emgas_edges")
+        assert len(stats["top_concepts"]) == 3
+        assert [c["count"] for c in stats["top_concepts"]] == sorted((c["count"] for c in stats["top_concepts"]), reverse=True)
+        missing = subprocess.run([sys.executable, "-m", "streams.cli", "stats", "--graph", "nobody"],
+                                 env=env, capture_output=True, text=True, timeout=60)
+        assert missing.returncode == 1 and "graph_not_found" in missing.stderr

@@ -1,0 +1,76 @@
+"""Kafka security settings passed through to every client we create.
+
+`EMGAS_KAFKA__SECURITY_PROTOCOL` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
+`EMGAS_KAFKA__SASL_MECHANISM` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+`EMGAS_KAFKA__SASL_USERNAME` / `__SASL_PASSWORD`, and TLS files
+`EMGAS_KAFKA__SSL_CAFILE` / `__SSL_CERTFILE` / `__SSL_KEYFILE`. The same
+options reach the Faust worker, the aiokafka clients (queries, publishing,
+replay, topic creation) and nothing else connects to Kafka.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
+
+Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class KafkaSecurity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    security_protocol: Protocol = "PLAINTEXT"
+    sasl_mechanism: Mechanism = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "KafkaSecurity":
+        if self.security_protocol.startswith("SASL") and not (self.sasl_username and self.sasl_password):
+            raise ValueError(f"{self.security_protocol} needs sasl_username and sasl_password")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.uses_tls:
+            return None
+        from aiokafka.helpers import create_ssl_context
+
+        return create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile)
+
+    def aiokafka_options(self) -> dict[str, Any]:
+        """Keyword arguments for AIOKafkaProducer / Consumer / AdminClient."""
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        options: dict[str, Any] = {"security_protocol": self.security_protocol, "ssl_context": self.ssl_context()}
+        if self.security_protocol.startswith("SASL"):
+            options.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+            )
+        return options
+
+    def faust_credentials(self) -> Any:
+        """`broker_credentials` for the Faust app (None: plaintext)."""
+        import faust
+
+        if self.security_protocol.startswith("SASL"):
+            return faust.SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+                ssl_context=self.ssl_context(), mechanism=self.sasl_mechanism,
+            )
+        if self.security_protocol == "SSL":
+            return faust.SSLCredentials(self.ssl_context())
+        return None
