@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test install kcat clean
+.PHONY: demo test install kcat browser clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +17,16 @@ install: $(VENV)/.installed
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
+# The viewer test drives Debian's Chromium with playwright-core (npm).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+	@[ -d tests/browser/node_modules/playwright-core ] || npm ci --prefix tests/browser --silent
+
 demo: install
 	$(VENV)/bin/emgas demo
 
-test: install kcat
+test: install kcat browser
 	$(VENV)/bin/pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info tests/browser/node_modules test-artifacts

@@ -62,9 +62,16 @@ class ActivationParams(BaseModel):
 
 
 def spread(
-    n_nodes: int, seeds: Sequence[int], neighbours: Neighbours, params: ActivationParams
+    n_nodes: int,
+    seeds: Sequence[int],
+    neighbours: Neighbours,
+    params: ActivationParams,
+    trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Activations after spreading from `seeds`, and the iterations that ran."""
+    """Activations after spreading from `seeds`, and the iterations that ran.
+
+    With `trace`, each iteration appends (the nodes that fired, their
+    activations when they fired): what the graph viewer animates."""
     activation = np.zeros(n_nodes, dtype=np.float64)
     activation[list(seeds)] = 1.0
     decay = params.propagation_decay
@@ -73,6 +80,8 @@ def spread(
         firing = np.flatnonzero(activation > params.firing_threshold)
         if firing.size == 0:
             break
+        if trace is not None:
+            trace.append((firing, activation[firing].copy()))
         iterations += 1
         updated = activation.copy()
         for i in firing:

@@ -54,8 +54,10 @@ def answer(
     defaults: ActivationParams,
     extraction: ExtractionParams,
     clock: Clock,
+    trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> ActivationReply:
-    """Spread activation from the query's seeds; return ranked concepts and passages."""
+    """Spread activation from the query's seeds; return ranked concepts and passages
+    (`trace`: see `processors.activation.spread`)."""
     started = clock()
     view = state.view(query.graph_id, query.graph_version)
     if view is None:
@@ -65,7 +67,7 @@ def answer(
     seeds = seed_ids(view, query, extraction)
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
-    activation, iterations = spread(view.nodes, [view.index[s] for s in seeds], spreading, params)
+    activation, iterations = spread(view.nodes, [view.index[s] for s in seeds], spreading, params, trace)
     activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)

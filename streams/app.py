@@ -41,6 +41,7 @@ from state.scheduler import Scheduler, ref_of
 from streams.dlq import dead_letter
 from streams.faust_transport import App
 from streams.metrics import Metrics, register_pages
+from streams.viewer import register_viewer
 from streams.partitions import PartitionStates
 from streams.recovery import Recovery
 from streams.settings import Settings
@@ -80,6 +81,7 @@ def create_app(settings: Settings) -> faust.App:
         lambda m: _refresh(m, app, settings, states, recovery),
         lambda: _health(settings, recovery),
     )
+    register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
     return app
 
 
