@@ -81,3 +81,40 @@ def test_live_graphs_equal_a_replay_from_scratch(two_workers, tmp_path):
     result = run(replay(two_workers.settings, tmp_path / "rebuilt", None, Selection(), verify=True))
     assert result.differences == []
     assert len(result.digests) == 4
+
+
+def test_stopping_a_worker_moves_its_graphs_and_they_answer_again(two_workers):
+    """Last in the module: it stops worker-2. Every graph answers again once
+    worker-1 has taken the partitions back and caught them up from the log."""
+    import asyncio
+    import time
+
+    from processors.events import StatsReply
+    from streams.client import MemoryClient
+
+    graphs = [f"{prefix}{g}" for prefix in ("two-", "two-more-") for g in ("alice", "bob")]
+
+    async def all_answer(deadline_s: float) -> float:
+        started = time.monotonic()
+        async with MemoryClient(two_workers.settings) as client:
+            pending = set(graphs)
+            while pending and time.monotonic() - started < deadline_s:
+                for graph in sorted(pending):
+                    try:
+                        if isinstance(await client.stats(graph, top=0, timeout_s=2), StatsReply):
+                            pending.discard(graph)
+                    except Exception:  # noqa: BLE001 - no owner yet: ask again
+                        pass
+                await asyncio.sleep(0.2)
+            assert not pending, f"{sorted(pending)} did not answer within {deadline_s} s"
+        return time.monotonic() - started
+
+    assert run(all_answer(30)) < 30  # both workers serve every graph
+    stopped = two_workers.workers.pop("worker-2")
+    stopped.terminate()  # SIGTERM: a clean shutdown, the worker leaves the group
+    pause = run(all_answer(90))
+    stopped.wait(30)
+    print(f"\nfailover: every graph answered again {pause:.1f} s after worker-2 was stopped")
+    assert pause < 60  # measured 5.6 s: a rebalance plus the catch-up of the moved partitions
+    holders = {r.worker for r in run(live_digests(two_workers.settings)) if r.graphs}
+    assert holders == {"worker-1"}
