@@ -1,8 +1,8 @@
-"""The `emgas` command line: demo, broker, worker, publish, query, digest, replay, switch, bench-replay.
+"""The `emgas` command line: an associative memory on Kafka (run `emgas COMMAND --help`).
 
 The only entry point: it builds the settings once and hands them down.
-Expected failures (no broker, bad input, timeouts) print one clear line
-on stderr and exit 2, never a traceback.
+Expected failures (no broker, bad input or configuration, timeouts) print
+one clear line on stderr and exit 2; `--verbose` adds the traceback.
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import json
 import signal
 import sys
 import threading
+import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
+
+from pydantic import ValidationError
 
 from processors.codec import decode_turn
 from processors.errors import CoreError, DecodeError
@@ -33,14 +36,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings()
         return args.func(settings, args) or 0
     except (StreamsError, CoreError, ReplayError, StateError) as exc:
-        print(f"emgas: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), args.verbose)
+    except ValidationError as exc:
+        where = ", ".join(".".join(str(p) for p in e["loc"]) or "(settings)" for e in exc.errors()[:3])
+        return _fail(f"invalid configuration ({where}): {exc.errors()[0]['msg']}", args.verbose)
     except KeyboardInterrupt:
         return 130
 
 
+def _fail(message: str, verbose: bool) -> int:
+    """One line on stderr (and the traceback with --verbose); exit status 2."""
+    if verbose:
+        traceback.print_exc()
+    print(f"emgas: error: {message}", file=sys.stderr)
+    return 2
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="emgas", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="on errors, also print the traceback")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="embedded broker + worker, sample conversation, queries")

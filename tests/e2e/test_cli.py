@@ -51,6 +51,26 @@ def test_unreachable_broker_is_a_clear_error(tmp_path):
     assert "cannot reach Kafka" in run.stderr and "Traceback" not in run.stderr
 
 
+def test_verbose_adds_the_traceback(tmp_path):
+    run = emgas("--verbose", "query", "--graph", "g", "hello", home=tmp_path,
+                env={"EMGAS_BROKER": "127.0.0.1:9", "EMGAS_QUERY_TIMEOUT_S": "3"})
+    assert run.returncode == 2
+    assert "Traceback" in run.stderr and run.stderr.strip().splitlines()[-1].startswith("emgas: error: cannot reach Kafka")
+
+
+def test_invalid_configuration_is_one_line(tmp_path):
+    run = emgas("config", home=tmp_path, env={"EMGAS_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"})
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "emgas: error: invalid configuration (kafka): Value error, SASL_SSL needs sasl_username and sasl_password"
+
+
+@pytest.mark.parametrize("command", ["demo", "publish", "query", "digest", "replay", "eval", "bench", "simulate",
+                                     "config", "stats", "explain", "switch", "worker", "broker"])
+def test_every_command_has_help(tmp_path, command):
+    run = emgas(command, "--help", home=tmp_path, timeout=60)
+    assert run.returncode == 0 and "usage: emgas" in run.stdout and len(run.stdout.splitlines()) >= 3
+
+
 def test_malformed_publish_file_names_the_line(tmp_path):
     bad = tmp_path / "turns.jsonl"
     bad.write_text('{"graph_id":"g","turn_id":"1","speaker":"a","text":"ok","timestamp":"2026-01-01T00:00:00Z"}\n{oops\n')
