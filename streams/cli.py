@@ -318,7 +318,14 @@ def _eval(settings: Settings, args: argparse.Namespace) -> int:
 def _bench(settings: Settings, args: argparse.Namespace) -> int:
     from streams.bench import format_figures, run_bench
 
-    figures = run_bench(settings, args.quick, progress=lambda step: print(f"... {step}", file=sys.stderr, flush=True))
+    from tqdm import tqdm
+
+    with tqdm(unit="step", desc="bench") as bar:
+        def progress(step: str) -> None:
+            bar.set_description(step)
+            bar.update(1)
+
+        figures = run_bench(settings, args.quick, progress=progress)
     print(format_figures(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
