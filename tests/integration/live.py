@@ -16,7 +16,7 @@ from state.digest import partition_digests
 from state.memory import MemoryStore
 from state.projector import PartitionState
 from streams.client import MemoryClient
-from streams.demo import start_worker, stop_worker, wait_for_turns
+from streams.demo import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.embedded import MockCluster
 from streams.local import start_embedded
 from streams.settings import Settings
@@ -62,6 +62,17 @@ def live_pipeline(home: Path, partitions: int, workers: int = 1, graph: GraphPar
         for worker in live.workers.values():
             stop_worker(worker)
         cluster.close()
+
+
+@contextlib.contextmanager
+def serving(home: Path, partitions: int, turns: list[Turn]) -> Iterator[tuple[Live, int]]:
+    """A pipeline with one worker whose web server is on a known port,
+    `turns` published and applied: (the pipeline, that port)."""
+    port = free_port()
+    with live_pipeline(home, partitions=partitions, workers=0) as live:
+        live.workers["w"] = start_worker(live.settings, home / "w.log", name="w", web_port=port)
+        run(publish_and_wait(live.settings, turns, batch=50, expected=turns_per_graph(turns)))
+        yield live, port
 
 
 async def publish_and_wait(settings: Settings, turns: list[Turn], batch: int, expected: dict[str, int]) -> None:

@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaProducer
 
 from processors.events import ActivationReply
 from streams.client import MemoryClient
-from streams.demo import demo_turns, free_port, start_worker, turns_per_graph
-from tests.integration.live import live_pipeline, publish_and_wait, run
+from streams.demo import demo_turns
+from tests.integration.live import run, serving
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,7 @@ def value(text: str, name: str, **labels: str) -> float:
 
 def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
     turns = [t for t in demo_turns() if t.graph_id == "bob"]
-    port = free_port()
-    with live_pipeline(tmp_path / "metrics", partitions=2, workers=0) as live:
-        live.workers["w"] = start_worker(live.settings, tmp_path / "w.log", name="w", web_port=port)
-        run(publish_and_wait(live.settings, turns, batch=50, expected=turns_per_graph(turns)))
+    with serving(tmp_path / "metrics", 2, turns) as (live, port):
 
         async def ask_and_break() -> ActivationReply:
             producer = AIOKafkaProducer(bootstrap_servers=live.settings.bootstrap_servers())

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import demo_turns, free_port, start_worker, turns_per_graph
-from tests.integration.live import live_pipeline, publish_and_wait, run
+from streams.demo import demo_turns
+from tests.integration.live import serving
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).parents[2]
@@ -30,10 +30,7 @@ needs_browser = pytest.mark.skipif(
 
 def test_viewer_api_serves_graphs_and_traced_queries(tmp_path):
     turns = [t for t in demo_turns() if t.graph_id == "alice"]
-    port = free_port()
-    with live_pipeline(tmp_path / "api", partitions=1, workers=0) as live:
-        live.workers["w"] = start_worker(live.settings, tmp_path / "w.log", name="w", web_port=port)
-        run(publish_and_wait(live.settings, turns, batch=50, expected=turns_per_graph(turns)))
+    with serving(tmp_path / "api", 1, turns) as (live, port):
         base = f"http://127.0.0.1:{port}"
         graphs = json.loads(urllib.request.urlopen(f"{base}/api/graphs", timeout=5).read())
         assert [g["graph"] for g in graphs] == ["alice"] and graphs[0]["passages"] == len(turns)
@@ -52,12 +49,9 @@ def test_viewer_api_serves_graphs_and_traced_queries(tmp_path):
 @needs_browser
 def test_viewer_in_chromium(tmp_path):
     turns = [t for t in demo_turns() if t.graph_id == "alice"]
-    port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "viewer.png"
-    with live_pipeline(tmp_path / "browser", partitions=1, workers=0) as live:
-        live.workers["w"] = start_worker(live.settings, tmp_path / "w.log", name="w", web_port=port)
-        run(publish_and_wait(live.settings, turns, batch=50, expected=turns_per_graph(turns)))
+    with serving(tmp_path / "browser", 1, turns) as (_, port):
         done = subprocess.run(
             ["node", str(BROWSER / "viewer.mjs"), f"http://127.0.0.1:{port}/viewer", "alice",
              "Who gave me the sourdough starter?", "alice-019", str(screenshot)],
