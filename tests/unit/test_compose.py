@@ -46,3 +46,10 @@ def test_dockerfile_installs_every_package():
     for package in ("processors", "state", "streams", "replay"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert "pip install" in dockerfile
+
+
+def test_worker_health_is_checked_and_replicas_are_named_apart():
+    worker = COMPOSE["services"]["worker"]
+    assert "/health" in " ".join(worker["healthcheck"]["test"])
+    assert "EMGAS_WORKER_NAME=$$HOSTNAME" in " ".join(worker["command"])
+    assert worker["environment"]["EMGAS_WEB_HOST"] == "0.0.0.0" and "ports" not in worker
