@@ -8,6 +8,7 @@ are upcast to the current shape before validation, never reinterpreted.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -93,7 +94,7 @@ def upcast(obj: dict[str, Any]) -> dict[str, Any]:
     The version defaults to the current one when absent (hand-written input).
     """
     kind = obj.get("type")
-    if kind not in CURRENT_VERSIONS:
+    if not isinstance(kind, str) or kind not in CURRENT_VERSIONS:
         raise DecodeError("unknown_type", f"unknown event type {kind!r}")
     current = CURRENT_VERSIONS[kind]
     version = obj.get("schema_version", current)
@@ -129,11 +130,26 @@ def _user_event(obj: dict[str, Any], kind: str, model: type[M]) -> M:
     return _validate(model.model_validate, upcast(obj))
 
 
-def decode_turn(raw: bytes) -> Turn:
-    """Read a turn from `emgas.turns`; `type` and `schema_version` are optional."""
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def decode_turn(raw: bytes, now: datetime | None = None, max_future_s: float = 86_400.0) -> Turn:
+    """Read a turn from `emgas.turns`; `type` and `schema_version` are optional.
+
+    With `now` (the receiver's clock), a timestamp more than `max_future_s`
+    ahead of it is refused: it would move the graph's clock, and its decay
+    ticks, into the future. Timestamps before 1970 are always refused.
+    """
     turn = _user_event(_load_object(raw), "turn", Turn)
     if len(turn.text.encode()) > MAX_TEXT_BYTES:
         raise DecodeError("text_too_long", f"text is over {MAX_TEXT_BYTES} bytes")
+    if turn.timestamp < EPOCH:
+        raise DecodeError("timestamp_out_of_range", f"timestamp {turn.timestamp.isoformat()} is before 1970")
+    if now is not None and (turn.timestamp - now).total_seconds() > max_future_s:
+        raise DecodeError(
+            "timestamp_out_of_range",
+            f"timestamp {turn.timestamp.isoformat()} is more than {max_future_s:g} s ahead of the receiver's clock",
+        )
     return turn
 
 

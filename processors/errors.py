@@ -9,7 +9,7 @@ class DecodeError(CoreError):
     """Bytes that cannot be read as an event: carries a reason code for the DLQ.
 
     Codes: `not_utf8`, `not_json`, `not_object`, `invalid_fields`,
-    `unknown_type`, `unknown_version`.
+    `unknown_type`, `unknown_version`, `text_too_long`, `timestamp_out_of_range`.
     """
 
     def __init__(self, code: str, message: str) -> None:

@@ -9,7 +9,7 @@ graphs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -148,7 +148,7 @@ async def derive_from_turns(
                 events = []
                 for record in batch:
                     try:
-                        turn = decode_turn(record.value)
+                        turn = decode_turn(record.value, datetime.now(timezone.utc), settings.max_future_s)
                     except DecodeError:
                         result.undecodable += 1  # it went to the DLQ when it was published
                         continue

@@ -161,7 +161,7 @@ def _register_agents(
             turns = []
             for event in events:
                 try:
-                    turns.append(decode_turn(event.message.value))
+                    turns.append(decode_turn(event.message.value, datetime.now(timezone.utc), settings.max_future_s))
                 except DecodeError as err:
                     await to_dlq(event.message, err)
             pending = [

@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     query_timeout_s: float = Field(default=10.0, gt=0)
+    # Turns stamped further ahead of the worker's clock go to the DLQ.
+    max_future_s: float = Field(default=86_400.0, gt=0)
     # The extract agent takes up to this many turns at a time (waiting at
     # most extract_batch_wait_s for them) and awaits their sends together.
     extract_batch: int = Field(default=200, ge=1, le=10_000)
