@@ -1,0 +1,38 @@
+"""Tenants: a query for graph A never returns a concept or a passage of graph B,
+even when the graphs share a partition and their vocabularies overlap."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from processors.activation import ActivationParams
+from processors.events import ActivationQuery
+from processors.extract import ExtractionParams
+from processors.graph import GraphParams
+from state.memory import MemoryStore
+from state.projector import PartitionState
+from state.retrieval import answer
+from tests.factories import ingested
+
+WORDS = [f"w{i}" for i in range(12)]  # every graph draws from the same words
+GRAPHS = ["a", "b", "c"]
+turn = st.tuples(st.sampled_from(GRAPHS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=5, unique=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(turn, min_size=1, max_size=40), st.sampled_from(GRAPHS), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+def test_a_query_sees_only_its_own_graph(turns, graph, seeds):
+    state = PartitionState(MemoryStore(), GraphParams(window_s=0, consolidate_every_s=0))
+    own_turns: dict[str, set[str]] = {g: set() for g in GRAPHS}
+    own_concepts: dict[str, set[str]] = {g: set() for g in GRAPHS}
+    for offset, (g, words) in enumerate(turns):
+        turn_id = f"{g}-{offset}"
+        state.apply(ingested(g, turn_id, {w: 0.5 for w in words}, minute=offset), offset)
+        own_turns[g].add(turn_id)
+        own_concepts[g].update(words)
+    if state.view(graph) is None:
+        return
+    query = ActivationQuery(request_id="q", graph_id=graph, seeds=tuple(seeds), params={"top_passages": 50, "top_concepts": 50})
+    reply = answer(state, query, ActivationParams(), ExtractionParams(), lambda: 0.0)
+    assert {c.id for c in reply.concepts} <= own_concepts[graph]
+    assert {p.turn_id for p in reply.passages} <= own_turns[graph]
+    assert reply.stats.turns == len(own_turns[graph])
