@@ -123,6 +123,14 @@ def _parser() -> argparse.ArgumentParser:
     bench_all.add_argument("--quick", action="store_true", help="small sizes: under a minute, for smoke tests")
     bench_all.set_defaults(func=_bench)
 
+    load = sub.add_parser("loadtest", help="turns and queries at a steady rate on the embedded broker, then reconcile")
+    load.add_argument("--turns", type=int, default=2000)
+    load.add_argument("--queries-per-s", type=float, default=20.0)
+    load.add_argument("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)")
+    load.add_argument("--graphs", type=int, default=50)
+    load.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
+    load.set_defaults(func=_loadtest)
+
     simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
     simulate.add_argument("--days", type=int, default=1080)
     simulate.add_argument("--turns-per-day", type=int, default=8)
@@ -330,6 +338,18 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
     return 0
+
+
+def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
+    """0 when every turn was applied and no reply was an error; 1 otherwise."""
+    from streams.loadtest import run_loadtest
+
+    figures = run_loadtest(settings, args.turns, args.queries_per_s, args.duration, args.graphs)
+    for name, value in figures.items():
+        print(f"{name:>24}: {value}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0 if figures["ok"] else 1
 
 
 def _simulate(settings: Settings, args: argparse.Namespace) -> int:
