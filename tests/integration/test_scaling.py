@@ -19,8 +19,8 @@ from tests.integration.live import ATTEMPTS, group_formed, live_pipeline, publis
 pytestmark = [
     pytest.mark.integration,
     # The mock cluster's SyncGroup race (tests/integration/live.py) hits a
-    # three-member group in most starts on this machine: 4 fresh starts in a
-    # row failed in one of three runs. Opt in to run it.
+    # three-member group often on this machine: in one run all 4 fresh
+    # starts failed. Opt in to run it.
     pytest.mark.skipif(
         not os.environ.get("EMGAS_TEST_THREE_WORKERS"),
         reason="three workers on the mock cluster: set EMGAS_TEST_THREE_WORKERS=1 (flaky SyncGroup, see module)",
