@@ -8,11 +8,12 @@ are upcast to the current shape before validation, never reinterpreted.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from processors.dynamics import EPOCH
 from processors.errors import DecodeError
 from processors.events import (
     MAX_TEXT_BYTES,
@@ -128,9 +129,6 @@ def _user_event(obj: dict[str, Any], kind: str, model: type[M]) -> M:
     if obj["type"] != kind:
         raise DecodeError("unknown_type", f"expected type {kind!r}, got {obj['type']!r}")
     return _validate(model.model_validate, upcast(obj))
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def decode_turn(raw: bytes, now: datetime | None = None, max_future_s: float = 86_400.0) -> Turn:

@@ -111,8 +111,8 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
         lower = word.lower()
         if lower in stopwords or lower.isdigit() or len(lower) < 2:
             continue
-        before = text[: match.start()].rstrip()
-        proper = word[0].isupper() and bool(before) and before[-1] not in _SENTENCE_END
+        previous = _previous_char(text, match.start())
+        proper = word[0].isupper() and previous is not None and previous not in _SENTENCE_END
         importance = PROPER_IMPORTANCE if proper else WORD_IMPORTANCE
         cid = simplemma.lemmatize(lower, lang=language).lower()
         first = found.get(cid)
@@ -136,6 +136,14 @@ def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
     if language == "zh":
         words += [normalise(w, language) for w in jieba.lcut(text) if len(w.strip()) > 1]
     return tuple(dict.fromkeys(x for x in ids + words if x))
+
+
+def _previous_char(text: str, position: int) -> str | None:
+    """The last non-space character before `position`, if any."""
+    i = position - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return text[i] if i >= 0 else None
 
 
 def content_words(text: str, language: str = "en") -> list[str]:

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from processors.activation import ActivationParams
+from processors.activation import ActivationParams, rank_passages
 from processors.events import ActivationQuery, QueryParams
 from processors.extract import ExtractionParams
 from processors.lexical import BM25, top
@@ -35,11 +35,8 @@ MAIBOT_NODES = 10
 
 
 def _passages_by_score(view: GraphView, node_scores: dict[int, float], k: int) -> list[str]:
-    totals: dict[str, float] = {}
-    for i, s in node_scores.items():
-        for pid in view.passage_ids[i]:
-            totals[pid] = totals.get(pid, 0.0) + s
-    return top(totals, k)
+    """The k passages with the highest summed score of the nodes mentioning them."""
+    return [pid for pid, _ in rank_passages(((s, view.passage_ids[i]) for i, s in node_scores.items()), k)]
 
 
 def retrievers(

@@ -136,10 +136,7 @@ def graph_stats(state: PartitionState, query: StatsQuery) -> StatsReply:
     view = state.view(query.graph_id, query.graph_version)
     if view is None:
         raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
-    live = np.array(sorted(view.index.values()), dtype=np.int64)
-    counts = view.counts[live]
-    order = live[np.lexsort((live, -counts))][: query.top]
-    ids = [view.ids[int(i)] for i in order]
+    ids = [view.ids[i] for i in view.most_mentioned(query.top)]
     records = state.repo.concepts(view.ref, ids)
     return StatsReply(
         request_id=query.request_id, graph_id=query.graph_id, version=view.ref.version, turns=view.turns,

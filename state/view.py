@@ -115,9 +115,6 @@ class GraphView:
     def set_count(self, i: int, count: int) -> None:
         self._counts[i] = count
 
-    def add_pair(self, a: int, b: int, increment: int) -> None:
-        self._adjacency.add(a, b, increment)
-
     def load_pairs(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
         """Set every pair count at once (a fresh view: loading)."""
         self._adjacency.load(a, b, counts)
@@ -171,6 +168,11 @@ class GraphView:
 
     def due_edges(self, at: datetime) -> list[Edge]:
         return [(a, b) for _, a, b in _pop_due(self._edge_due, seconds(at))]
+
+    def most_mentioned(self, n: int) -> list[int]:
+        """Indices of the n live concepts with the highest counts c(x); ties by index."""
+        live = np.array(sorted(self.index.values()), dtype=np.int64)
+        return live[np.lexsort((live, -self.counts[live]))][:n].tolist()
 
     def snapshot(self, min_pair_count: int = 1) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
         """Live concepts' counts and texts, and the pair counts of at least `min_pair_count`, by id."""

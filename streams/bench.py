@@ -46,7 +46,7 @@ from state.view import GraphView
 from processors.graph import GraphRef
 from processors.dynamics import DecayParams
 from streams.client import MemoryClient
-from streams.demo import DEMO_QUERIES, demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from streams.demo import DEMO_QUERIES, demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
 from streams.settings import Settings
 
@@ -61,11 +61,6 @@ def figure(values: list[float], digits: int = 2) -> dict[str, Any]:
         "max": round(max(values), digits),
         "repeats": len(values),
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def _rate(count: int, run: Callable[[], Any], repeats: int) -> list[float]:

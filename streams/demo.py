@@ -109,7 +109,8 @@ async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadlin
             await asyncio.sleep(0.05)
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
@@ -141,10 +142,10 @@ async def _session(settings: Settings, rounds: int) -> dict[str, Any]:
         "ingest_seconds": round(ingest_s, 3),
         "ingest_turns_per_s": round(len(turns) / ingest_s, 1),
         "queries": len(round_trips),
-        "round_trip_ms_p50": round(_percentile(round_trips, 0.50), 2),
-        "round_trip_ms_p99": round(_percentile(round_trips, 0.99), 2),
-        "worker_ms_p50": round(_percentile(worker_ms, 0.50), 3),
-        "worker_ms_p99": round(_percentile(worker_ms, 0.99), 3),
+        "round_trip_ms_p50": round(percentile(round_trips, 0.50), 2),
+        "round_trip_ms_p99": round(percentile(round_trips, 0.99), 2),
+        "worker_ms_p50": round(percentile(worker_ms, 0.50), 3),
+        "worker_ms_p99": round(percentile(worker_ms, 0.99), 3),
     }
     print(
         f"query round trip over {len(round_trips)} queries: p50 {figures['round_trip_ms_p50']} ms, "

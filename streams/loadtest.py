@@ -12,6 +12,7 @@ end of the load, with the query latency percentiles.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -20,16 +21,15 @@ from typing import Any
 
 from processors.events import ErrorReply, StatsReply
 from replay.bench import synthetic_turns
-from streams.bench import percentile
 from streams.client import MemoryClient
-from streams.demo import DEMO_QUERIES, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from streams.demo import DEMO_QUERIES, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
 from streams.settings import Settings
 
 
 def _rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2**20
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 async def _publish(client: MemoryClient, turns: list[Any], duration_s: float) -> None:

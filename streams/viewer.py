@@ -52,14 +52,13 @@ def graph_picture(states: list[PartitionState], graph_id: str, limit: int, setti
     """The `limit` most mentioned concepts and the strongest edges among them."""
     state = _find(states, graph_id)
     view = state.view(graph_id)
-    live = np.array(sorted(view.index.values()), dtype=np.int64)
-    chosen = live[np.lexsort((live, -view.counts[live]))][:limit]
-    ids = [view.ids[int(i)] for i in chosen]
+    chosen = view.most_mentioned(limit)
+    ids = [view.ids[i] for i in chosen]
     records = state.repo.concepts(view.ref, ids)
-    inside = {int(i) for i in chosen}
+    inside = set(chosen)
     counts, n = view.counts, float(view.turns)
     edges = []
-    for i in chosen.tolist():
+    for i in chosen:
         idx, pair = view.neighbour_counts(i)
         weights = outgoing_weights(settings.activation.weight, False, pair, counts[i], counts[idx], n)
         for j, w in zip(idx.tolist(), weights.tolist()):
