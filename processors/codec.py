@@ -36,6 +36,7 @@ CURRENT_VERSIONS: dict[str, int] = {
     "decay": 1,
     "consolidate": 1,
     "retrieved": 1,
+    "forget": 1,
     "activation_query": 3,
     "digest_query": 1,
     "stats_query": 1,

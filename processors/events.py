@@ -11,13 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from processors.dynamics import DecayParams
 
 MAX_ID_CHARS = 256
 MAX_TEXT_BYTES = 64 * 1024
 MAX_METADATA_ITEMS = 64
+MAX_FORGET_TURNS = 10_000
 # A Kafka topic name: at most 249 of [a-zA-Z0-9._-].
 TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 # Identifiers: no control characters (C0, DEL, C1), not blank.
@@ -185,8 +186,34 @@ class Retrieved(Event):
     boosts: tuple[Boost, ...]
 
 
+class Forget(Event):
+    """Graph event: a user's request to forget (seeds: deletion on request).
+
+    `turn_ids`: these turns of `graph_id` (every version of it); empty with
+    `whole_graph`: the graph itself. Applying it rebuilds each affected
+    graph version from its own applied events without those turns (see
+    `state.forgetting`), so the graph equals one whose log never held them.
+    The turn ids stay known as forgotten: a turn re-sent with one of them
+    is not applied again. `timestamp`: when it was asked (wall clock).
+    """
+
+    type: Literal["forget"] = "forget"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    request_id: Identifier
+    timestamp: AwareDatetime
+    turn_ids: tuple[Identifier, ...] = Field(default=(), max_length=MAX_FORGET_TURNS)
+    whole_graph: bool = False
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "Forget":
+        if self.whole_graph == bool(self.turn_ids):
+            raise ValueError("name turn_ids, or set whole_graph, not both")
+        return self
+
+
 GraphEvent = Annotated[
-    Union[TurnIngested, GraphVersionSwitched, Decay, Consolidate, Retrieved],
+    Union[TurnIngested, GraphVersionSwitched, Decay, Consolidate, Retrieved, Forget],
     Field(discriminator="type"),
 ]
 

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from processors.codec import decode_graph_event
 from processors.errors import DecodeError
-from processors.events import Consolidate, Decay, GraphEvent, Retrieved, TurnIngested
+from processors.events import Consolidate, Decay, Forget, GraphEvent, Retrieved, TurnIngested
 from processors.graph import ConceptState, GraphParams, GraphRef, activation_at
 from replay.reader import LogRecord
 from state.memory import MemoryStore
@@ -27,7 +27,7 @@ class Step:
     """One event that changed (or examined) the concept."""
 
     offset: int
-    kind: str  # created | mentioned | retrieved | decayed | kept | pruned | topic
+    kind: str  # created | mentioned | retrieved | decayed | kept | pruned | topic | forgotten
     at: datetime
     activation: float | None  # after the event (at the tick, for decay ticks)
     detail: str
@@ -80,6 +80,11 @@ def _step(
         return Step(offset, "retrieved", event.timestamp, a, f"request {event.request_id}: +{boost:.4f}; retrievals: {new.retrievals}{rate}")
     if isinstance(event, Decay) and old is not None:
         return _decay_step(event, offset, old, new, cid)
+    if isinstance(event, Forget) and new != old:
+        asked = "the whole graph" if event.whole_graph else "turns " + ", ".join(event.turn_ids)
+        left = "removed: no remaining turn supports it" if new is None else f"mentions: {new.count}"
+        before = old.base_activation if old else None
+        return Step(offset, "forgotten", event.timestamp, a, f"request {event.request_id} forgot {asked}; {left}", before)
     if isinstance(event, Consolidate) and new is not None:
         topics = [t for t in event.topics if cid in t.members]
         if topics:

@@ -12,6 +12,10 @@
     g 0 GRAPH 0 VERSION 0 k 0 TOPIC    -> TopicNode JSON
     g 0 GRAPH 0 VERSION 0 f 0 TURN     -> b"" (a turn applied whose passage was pruned)
     g 0 GRAPH 0 VERSION 0 q 0 REQUEST  -> b"" (a retrieval already applied)
+    g 0 GRAPH 0 VERSION 0 j 0 OFFSET   -> the applied graph event at that log offset
+                                          (8-byte big-endian), as its JSON encoding
+    x 0 GRAPH 0 TURN                   -> b"" (a turn forgotten on request: never applied again)
+    y 0 GRAPH 0 REQUEST                -> b"" (a forget request already applied)
     v                                  -> state format (JSON {"format": int})
 
 (0 is a NUL byte; VERSION is decimal.) Identifiers cannot hold control
@@ -31,6 +35,8 @@ OFFSET = b"o"
 FORMAT = b"v"
 REGISTRY = b"r" + SEP
 ACTIVE = b"a" + SEP
+TOMBSTONE = b"x" + SEP
+FORGET_REQUEST = b"y" + SEP
 
 
 @lru_cache(maxsize=4096)  # a handful of refs, prefixes built for every record
@@ -90,6 +96,23 @@ def retrieval(ref: GraphRef, request_id: str) -> bytes:
     return section(ref, b"q") + request_id.encode()
 
 
+def journal_entry(ref: GraphRef, offset: int) -> bytes:
+    return section(ref, b"j") + _OFFSET.pack(offset)
+
+
+def journal_offset(key: bytes, ref: GraphRef) -> int:
+    return _OFFSET.unpack(key[len(section(ref, b"j")):])[0]
+
+
+def tombstone(graph_id: str, turn_id: str) -> bytes:
+    return TOMBSTONE + graph_id.encode() + SEP + turn_id.encode()
+
+
+def forget_request(graph_id: str, request_id: str) -> bytes:
+    return FORGET_REQUEST + graph_id.encode() + SEP + request_id.encode()
+
+
+_OFFSET = struct.Struct(">q")  # big-endian, so journal entries sort in log order
 _PAIR = struct.Struct(">qq")  # count, last co-occurrence (µs since 1970), big-endian
 
 

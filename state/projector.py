@@ -10,21 +10,33 @@ in-memory views of its graph versions. Applying an event at log offset `o`:
 - a decay tick or consolidation not later than the graph's last one, or a
   retrieval whose request was applied: a duplicate emission; only the
   offset advances.
-- otherwise the core computes the change, and the change and `o` are
-  written in one atomic batch, then mirrored into the view.
+- a turn forgotten on request, or a forget request already applied:
+  only the offset advances.
+- otherwise the core computes the change, and the change, `o` and the
+  event (in its graph version's journal) are written in one atomic batch,
+  then mirrored into the view.
 
 So every valid event changes the state exactly once, whatever the
 delivery guarantees of the transport.
+
+Forgetting (`Forget`) re-folds each graph version that holds a forgotten
+turn from its journal, without that turn, into a scratch state with this
+same fold, and swaps the version's records for the result: the graph is
+then, bit for bit, the one whose log never held the turn (counts, PPMI
+inputs, activations with their decay, pruning, topics, passage places).
+Its cost is a replay of that graph version.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-from processors.events import Consolidate, Decay, GraphEvent, GraphVersionSwitched, Retrieved, TurnIngested
+from processors.codec import decode_graph_event, encode
+from processors.events import Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, Retrieved, TurnIngested
 from processors.graph import GraphMeta, GraphParams, GraphRef, apply_turn, concept_after_retrieval
 from processors.pruning import expired_concepts, expired_edges, isolated_by
-from state.repository import GraphRepository
+from state.memory import MemoryStore
+from state.repository import NO_OFFSET, Entry, GraphRepository
 from state.store import PartitionStore
 from state.view import GraphView, load_view
 
@@ -36,6 +48,8 @@ class Outcome(str, Enum):
     DUPLICATE_RETRIEVAL = "duplicate_retrieval"
     UNKNOWN_GRAPH = "unknown_graph"
     ALREADY_APPLIED = "already_applied"
+    FORGOTTEN_TURN = "forgotten_turn"
+    DUPLICATE_FORGET = "duplicate_forget"
 
 
 class PartitionState:
@@ -65,6 +79,8 @@ class PartitionState:
             outcome = Outcome.APPLIED
         elif isinstance(event, TurnIngested):
             outcome = self._apply_turn(event, offset)
+        elif isinstance(event, Forget):
+            outcome = self._apply_forget(event, offset)
         else:
             outcome = self._apply_dynamics(event, offset)
         self._offset = offset
@@ -75,9 +91,12 @@ class PartitionState:
         if self.repo.has_turn(ref, event.turn_id):
             self.repo.mark_offset(offset)
             return Outcome.DUPLICATE_TURN
+        if self.repo.is_forgotten(event.graph_id, event.turn_id):
+            self.repo.mark_offset(offset)
+            return Outcome.FORGOTTEN_TURN
         existing = self.repo.concepts(ref, [c.id for c in event.concepts])
         delta = apply_turn(event, ref.version, existing, self.params, self.repo.meta(ref))
-        created = self.repo.write(delta, offset)
+        created = self.repo.write(delta, Entry(offset, encode(event)))
         self._view(ref).apply(delta, created)
         return Outcome.APPLIED
 
@@ -109,7 +128,7 @@ class PartitionState:
             for b in event.boosts
             if b.id in existing
         ]
-        self.repo.write_concepts(ref, boosted, offset, event.request_id)
+        self.repo.write_retrieval(ref, boosted, Entry(offset, encode(event)), event.request_id)
         for concept in boosted:
             self.views[ref].note_concept(concept)
         return Outcome.APPLIED
@@ -131,13 +150,14 @@ class PartitionState:
         concepts += [
             c.id for c in isolated_by(concepts, edges, view.neighbour_ids, isolated.__contains__)
         ]
-        self._remove(ref, meta.model_copy(update={"decayed_to": at, "decay": params}), concepts, edges, offset)
+        meta = meta.model_copy(update={"decayed_to": at, "decay": params})
+        self._remove(ref, meta, concepts, edges, Entry(offset, encode(event)))
         if view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)
         return Outcome.APPLIED
 
     def _remove(
-        self, ref: GraphRef, meta: GraphMeta, concepts: list[str], edges: list[tuple[str, str]], offset: int
+        self, ref: GraphRef, meta: GraphMeta, concepts: list[str], edges: list[tuple[str, str]], entry: Entry
     ) -> None:
         """Remove concepts (with their edges and passage links), edges, and
         the passages no remaining concept links to."""
@@ -154,7 +174,7 @@ class PartitionState:
             for turn_id, passage in self.repo.passages(ref, touched).items()
             if not self.repo.linked(ref, turn_id, [c for c in passage.concept_ids if c not in gone])
         ]
-        self.repo.write_removals(ref, meta, concepts, sorted(all_edges), sources, orphaned, offset)
+        self.repo.write_removals(ref, meta, concepts, sorted(all_edges), sources, orphaned, entry)
         for a, b in edges:
             if a not in gone and b not in gone:
                 view.remove_edge(a, b)
@@ -174,9 +194,51 @@ class PartitionState:
             members = tuple(m for m in topic.members if m in view.index)
             if len(members) >= 2:
                 topics.append(topic.model_copy(update={"members": members}))
-        self.repo.write_topics(ref, meta.model_copy(update={"consolidated_to": event.timestamp}), topics, offset)
+        meta = meta.model_copy(update={"consolidated_to": event.timestamp})
+        self.repo.write_topics(ref, meta, topics, Entry(offset, encode(event)))
         view.set_topics(topics)
         return Outcome.APPLIED
+
+    def _apply_forget(self, event: Forget, offset: int) -> Outcome:
+        """Tombstone the turns; re-fold every version holding one of them without
+        them (or, for the whole graph, erase every version)."""
+        if self.repo.has_forget(event.graph_id, event.request_id):
+            self.repo.mark_offset(offset)
+            return Outcome.DUPLICATE_FORGET
+        refs = [ref for ref in self.repo.graph_refs() if ref.graph_id == event.graph_id]
+        refolded, erased, turn_ids = {}, [], set(event.turn_ids)
+        if event.whole_graph:
+            erased = refs
+            turn_ids = set().union(*(self.repo.turn_ids(ref) for ref in refs))
+        else:
+            for ref in refs:
+                if any(self.repo.has_turn(ref, t) for t in turn_ids):
+                    records = self._refolded(ref, turn_ids)
+                    if records is None:  # nothing left: as if the version never was
+                        erased.append(ref)
+                    else:
+                        refolded[ref] = records
+        self.repo.write_forgetting(event.graph_id, event.request_id, sorted(turn_ids), refolded, erased, offset)
+        for ref in erased:
+            self.views.pop(ref, None)
+        for ref in refolded:
+            self.views[ref] = load_view(self.repo, ref, self.params.decay)
+        return Outcome.APPLIED
+
+    def _refolded(self, ref: GraphRef, forgotten: set[str]) -> list[tuple[bytes, bytes]] | None:
+        """The records `ref` would have if its journal never held the turns
+        `forgotten`: the rest of its journal folded, in order and at the same
+        offsets, into a scratch state whose active version is `ref`'s. None:
+        no turn is left, so the version would not exist."""
+        scratch = PartitionState(MemoryStore(), self.params)
+        scratch.repo.switch_version(ref.graph_id, ref.version, NO_OFFSET)
+        for entry in self.repo.journal(ref):
+            event = decode_graph_event(entry.event)
+            if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):
+                scratch.apply(event, entry.offset)
+        if ref not in scratch.views:
+            return None
+        return list(scratch.repo.records(ref))
 
     def close(self) -> None:
         self.repo.store.close()

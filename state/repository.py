@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Iterable, Iterator, NamedTuple
 
 from processors.dynamics import EPOCH
 from processors.events import TopicNode
@@ -17,7 +17,17 @@ NO_OFFSET = -1
 FIRST_VERSION = 1
 # Version of the key layout and record formats; a store in another format
 # is rebuilt from the log (see `streams.partitions`).
-STATE_FORMAT = 2
+STATE_FORMAT = 3
+
+
+class Entry(NamedTuple):
+    """An applied graph event as its graph version's journal keeps it: its log
+    offset and its JSON encoding. Every write that applies an event records
+    it, in the same batch, so a graph version can be re-folded from its own
+    journal (`state.forgetting`)."""
+
+    offset: int
+    event: bytes
 
 
 def to_us(t: datetime) -> int:
@@ -64,6 +74,30 @@ class GraphRepository:
         """Whether the turn was applied (its passage is stored, or was pruned)."""
         found = self.store.multi_get([keys.passage(ref, turn_id), keys.forgotten_turn(ref, turn_id)])
         return any(raw is not None for raw in found)
+
+    def is_forgotten(self, graph_id: str, turn_id: str) -> bool:
+        """Whether the turn was forgotten on request (`processors.events.Forget`)."""
+        return self.store.get(keys.tombstone(graph_id, turn_id)) is not None
+
+    def has_forget(self, graph_id: str, request_id: str) -> bool:
+        return self.store.get(keys.forget_request(graph_id, request_id)) is not None
+
+    def journal(self, ref: GraphRef) -> Iterator[Entry]:
+        """The events applied to the graph version, in log order."""
+        for key, raw in self.store.scan(keys.section(ref, b"j")):
+            yield Entry(keys.journal_offset(key, ref), raw)
+
+    def turn_ids(self, ref: GraphRef) -> set[str]:
+        """Every turn applied to the graph version: passages held and pruned."""
+        ids = set()
+        for kind in (b"t", b"f"):
+            prefix = keys.section(ref, kind)
+            ids.update(key[len(prefix):].decode() for key, _ in self.store.scan(prefix))
+        return ids
+
+    def records(self, ref: GraphRef) -> Iterator[tuple[bytes, bytes]]:
+        """Every record of the graph version (its key prefix), in key order."""
+        return self.store.scan(keys.graph_prefix(ref))
 
     def has_retrieval(self, ref: GraphRef, request_id: str) -> bool:
         return self.store.get(keys.retrieval(ref, request_id)) is not None
@@ -124,15 +158,15 @@ class GraphRepository:
             keys.active(graph_id): json.dumps({"version": version}).encode(),
         })
 
-    def write(self, delta: TurnDelta, offset: int) -> dict[Edge, PairState]:
-        """Write one turn's delta and the log offset it came from, atomically;
-        return the pairs it created (count 1) and their state."""
+    def write(self, delta: TurnDelta, entry: Entry) -> dict[Edge, PairState]:
+        """Write one turn's delta and its journal entry, atomically; return the
+        pairs it created (count 1) and their state."""
         ref = delta.ref
         turn_id = delta.passage.turn_id
         pair_keys = [keys.pair(ref, a, b) for a, b in delta.pairs]
         old_pairs = self.store.multi_get(pair_keys)
         batch: dict[bytes, bytes | None] = {
-            **_base(offset),
+            **_journaled(ref, entry),
             keys.registry(ref): b"",
             keys.graph_meta(ref): _json(delta.meta),
             keys.passage(ref, turn_id): _json(delta.passage),
@@ -152,13 +186,10 @@ class GraphRepository:
         self.store.write(batch)
         return created
 
-    def write_concepts(
-        self, ref: GraphRef, concepts: Iterable[ConceptState], offset: int, request_id: str | None = None
-    ) -> None:
+    def write_retrieval(self, ref: GraphRef, concepts: Iterable[ConceptState], entry: Entry, request_id: str) -> None:
         """Replace concept records (a retrieval's boosts), marking the request applied."""
-        batch = {**_base(offset), **{keys.concept(ref, c.id): _json(c) for c in concepts}}
-        if request_id is not None:
-            batch[keys.retrieval(ref, request_id)] = b""
+        batch = {**_journaled(ref, entry), **{keys.concept(ref, c.id): _json(c) for c in concepts}}
+        batch[keys.retrieval(ref, request_id)] = b""
         self.store.write(batch)
 
     def write_removals(
@@ -169,11 +200,11 @@ class GraphRepository:
         edges: Iterable[Edge],
         sources: Iterable[tuple[str, str]],
         passages: Iterable[str],
-        offset: int,
+        entry: Entry,
     ) -> None:
         """A decay tick: the new meta, and concepts, edges, concept -> passage
         links and passages removed (a removed passage's turn stays known)."""
-        batch: dict[bytes, bytes | None] = {**_base(offset), keys.graph_meta(ref): _json(meta)}
+        batch: dict[bytes, bytes | None] = {**_journaled(ref, entry), keys.graph_meta(ref): _json(meta)}
         batch.update({keys.concept(ref, cid): None for cid in concepts})
         batch.update({keys.pair(ref, a, b): None for a, b in edges})
         batch.update({keys.concept_passage(ref, cid, t): None for cid, t in sources})
@@ -182,12 +213,43 @@ class GraphRepository:
             batch[keys.forgotten_turn(ref, turn_id)] = b""
         self.store.write(batch)
 
-    def write_topics(self, ref: GraphRef, meta: GraphMeta, topics: Iterable[TopicNode], offset: int) -> None:
+    def write_topics(self, ref: GraphRef, meta: GraphMeta, topics: Iterable[TopicNode], entry: Entry) -> None:
         """Replace the graph version's topic nodes."""
         batch: dict[bytes, bytes | None] = {key: None for key, _ in self.store.scan(keys.section(ref, b"k"))}
-        batch.update({**_base(offset), keys.graph_meta(ref): _json(meta)})
+        batch.update({**_journaled(ref, entry), keys.graph_meta(ref): _json(meta)})
         batch.update({keys.topic(ref, t.id): _json(t) for t in topics})
         self.store.write(batch)
+
+
+    def write_forgetting(
+        self,
+        graph_id: str,
+        request_id: str,
+        turn_ids: Iterable[str],
+        refolded: dict[GraphRef, list[tuple[bytes, bytes]]],
+        erased: Iterable[GraphRef],
+        offset: int,
+    ) -> None:
+        """A forget request: the turns' tombstones, each refolded graph version's
+        records replaced by the new ones, erased versions deleted (with the
+        graph's active version when it loses them all), atomically."""
+        batch: dict[bytes, bytes | None] = {**_base(offset), keys.forget_request(graph_id, request_id): b""}
+        batch.update({keys.tombstone(graph_id, t): b"" for t in turn_ids})
+        for ref, records in refolded.items():
+            batch.update({key: None for key, _ in self.records(ref)})
+            batch.update(records)
+        erased = list(erased)
+        for ref in erased:
+            batch.update({key: None for key, _ in self.records(ref)})
+            batch[keys.registry(ref)] = None
+        if erased and all(r in erased for r in self.graph_refs() if r.graph_id == graph_id):
+            batch[keys.active(graph_id)] = None
+        self.store.write(batch)
+
+
+def _journaled(ref: GraphRef, entry: Entry) -> dict[bytes, bytes | None]:
+    """`_base` plus the event's journal entry in its graph version."""
+    return {**_base(entry.offset), keys.journal_entry(ref, entry.offset): entry.event}
 
 
 def _json(model: ConceptState | GraphMeta | Passage | TopicNode) -> bytes:

@@ -17,6 +17,9 @@ Every figure is the median of several repeats, with their min and max:
 - replay_events_per_s: rebuilding state from `emgas.graph-events`.
 - resident_bytes_per_edge: resident memory of the query structures of the
   synthetic graph, per undirected edge.
+- forget_ms: applying a request to forget one turn of a graph of
+  forget_graph_turns simulated turns (decay ticks, consolidations, RocksDB
+  state): the graph version is re-folded from its journal without the turn.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from replay.bench import synthetic_turns
 from replay.fold import Selection
 from replay.run import replay
 from state.view import GraphView
-from processors.graph import GraphRef
+from processors.graph import GraphParams, GraphRef
 from processors.dynamics import DecayParams
 from streams.client import MemoryClient
 from streams.demo import DEMO_QUERIES, demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
@@ -269,6 +272,26 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
         shutil.rmtree(home, ignore_errors=True)
 
 
+def forget_figures(days: int, repeats: int) -> dict[str, Any]:
+    from processors.events import Forget
+    from state.driver import LocalLog
+    from state.rocks import RocksStore
+    from streams.simulation import GRAPH, Stream, turns
+
+    stream = Stream(days=days)
+    with tempfile.TemporaryDirectory(prefix="emgas-bench-forget-") as tmp:
+        log = LocalLog(GraphParams(), RocksStore(Path(tmp)))
+        log.extend(turns(stream))
+        at = log.state.repo.meta(GraphRef(GRAPH, 1)).clock
+        timings = []
+        for i in range(repeats):
+            started = time.perf_counter()
+            log.append(Forget(graph_id=GRAPH, request_id=f"bench-{i}", timestamp=at, turn_ids=(f"t{days * 4 + i}",)))
+            timings.append((time.perf_counter() - started) * 1000)
+        log.state.close()
+    return {"forget_ms": figure(timings, 1), "forget_graph_turns": days * stream.turns_per_day - repeats}
+
+
 def machine() -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
@@ -280,15 +303,17 @@ def machine() -> dict[str, Any]:
 
 def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> dict[str, Any]:
     size = (
-        dict(extract=100, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50, idle_s=3.0, repeats=2)
+        dict(extract=100, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50, idle_s=3.0, forget_days=60, repeats=2)
         if quick
-        else dict(extract=1000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700, rr_queries=200, idle_s=10.0, repeats=3)
+        else dict(extract=1000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700, rr_queries=200, idle_s=10.0, forget_days=1080, repeats=3)
     )
     figures: dict[str, Any] = {"quick": quick, "machine": machine()}
     progress("extraction")
     figures.update(extraction_figures(size["extract"], size["repeats"]))
     progress("queries on the synthetic graph")
     figures.update(query_figures(size["concepts"], size["edges"], size["queries"], size["repeats"]))
+    progress("forgetting a turn")
+    figures.update(forget_figures(size["forget_days"], size["repeats"]))
     figures.update(pipeline_figures(settings, size, progress))
     return figures
 

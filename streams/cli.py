@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from processors.codec import decode_turn
 from processors.errors import CoreError, DecodeError
-from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, Turn
+from processors.events import ActivationReply, ErrorReply, Forget, QueryParams, Reply, StatsReply, Turn
 from replay.errors import ReplayError
 from state.errors import StateError
 from streams.client import MemoryClient
@@ -153,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--version", type=int, default=None, help="graph version (default: every version)")
     explain.add_argument("--json", action="store_true")
     explain.set_defaults(func=_explain)
+
+    forget = sub.add_parser("forget", help="forget turns of a graph, or a whole graph, live and in every replay")
+    forget.add_argument("--graph", required=True)
+    scope = forget.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--turn", action="append", default=[], help="turn_id to forget (repeatable)")
+    scope.add_argument("--all", action="store_true", help="the whole graph")
+    forget.add_argument("--json", action="store_true")
+    forget.set_defaults(func=_forget)
 
     switch = sub.add_parser("switch", help="make a graph version the one queries and new turns use")
     switch.add_argument("--graph", required=True)
@@ -384,6 +392,31 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
           f"{reply.edges} edges, {reply.passages} passages, {reply.topics} topics")
     for c in reply.top_concepts:
         print(f"  {c.count:6d}  {c.text}  (activation {c.base_activation:.3f})")
+    return 0
+
+
+def _forget(settings: Settings, args: argparse.Namespace) -> int:
+    async def run() -> tuple[Forget, int, Reply]:
+        async with MemoryClient(settings) as client:
+            event, offset = await client.forget(args.graph, args.turn, args.all)
+            return event, offset, await client.stats(args.graph, top=0)
+
+    event, offset, after = asyncio.run(run())
+    what = "the whole graph" if event.whole_graph else "turn(s) " + ", ".join(event.turn_ids)
+    remaining = after if isinstance(after, StatsReply) else None
+    if args.json:
+        print(json.dumps({
+            "graph_id": event.graph_id, "request_id": event.request_id, "offset": offset,
+            "turn_ids": list(event.turn_ids), "whole_graph": event.whole_graph,
+            "after": remaining.model_dump(mode="json") if remaining else None,
+        }))
+        return 0
+    print(f"graph {event.graph_id!r}: forgot {what} (request {event.request_id}, log offset {offset})")
+    if remaining is None:
+        print("the graph holds nothing now")
+    else:
+        print(f"now {remaining.turns} turns, {remaining.concepts} concepts, {remaining.edges} edges, "
+              f"{remaining.passages} passages")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -18,9 +18,13 @@ from aiokafka.errors import KafkaError
 
 from processors.codec import decode_reply, encode
 from processors.errors import DecodeError
-from processors.events import ActivationQuery, DigestQuery, GraphEvent, QueryParams, Reply, StatsQuery, Turn
+from processors.events import (
+    ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, QueryParams, Reply, StatsQuery, Turn,
+)
 from streams.errors import BrokerError, QueryTimeout
 from streams.settings import Settings
+
+FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
 
 
 class MemoryClient:
@@ -109,6 +113,30 @@ class MemoryClient:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
         re-derived versions, version switches); waits for every ack."""
         return await self._send_keyed(self.settings.graph_events_topic, events)
+
+    async def forget(
+        self, graph_id: str, turn_ids: Iterable[str] = (), whole_graph: bool = False, timeout_s: float | None = None
+    ) -> tuple[Forget, int]:
+        """Append a forget request for these turns (or the whole graph) and wait
+        until the graph's worker has applied it; returns it and its log offset."""
+        event = Forget(
+            graph_id=graph_id, request_id=uuid.uuid4().hex, timestamp=datetime.now(timezone.utc),
+            turn_ids=tuple(turn_ids), whole_graph=whole_graph,
+        )
+        assert self._producer is not None, "client not started"
+        sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=graph_id.encode())
+        timeout = timeout_s or self.settings.query_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            [reply] = await self.digests(graph_id, timeout)
+            if isinstance(reply, DigestReply) and reply.applied_offset >= sent.offset:
+                return event, sent.offset
+            if asyncio.get_running_loop().time() > deadline:
+                raise QueryTimeout(
+                    f"the forget request for graph {graph_id!r} (log offset {sent.offset}) is in the log "
+                    f"but was not applied within {timeout:g} s; it will be when a worker runs"
+                )
+            await asyncio.sleep(FORGET_POLL_S)
 
     async def _send_keyed(self, topic: str, events: Iterable[Turn | GraphEvent]) -> int:
         assert self._producer is not None, "client not started"

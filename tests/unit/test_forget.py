@@ -1,0 +1,201 @@
+"""Forgetting on request: the graph equals one whose log never held the turn."""
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from processors.activation import ActivationParams
+from processors.codec import decode_graph_event, encode
+from processors.dynamics import DAY_S, DecayParams
+from processors.errors import DecodeError
+from processors.events import ActivationQuery, Forget, GraphEvent, TurnIngested
+from processors.extract import ExtractionParams
+from processors.graph import GraphParams, GraphRef
+from replay.explain import explain
+from replay.reader import LogRecord
+from state.digest import partition_digests
+from state.driver import LocalLog
+from state.memory import MemoryStore
+from state.projector import Outcome, PartitionState
+from state.rocks import RocksStore
+from streams.simulation import GRAPH, ONCE, Stream, turns
+from tests.factories import T0, ingested
+
+ASKED = T0 + timedelta(days=400)
+STATIC = GraphParams(window_s=0, consolidate_every_s=0)
+# Ten times faster than the defaults, so a few simulated weeks tick, prune and consolidate.
+FAST = GraphParams(decay=DecayParams(half_life_s=3 * DAY_S, edge_stability_s=3 * DAY_S))
+
+
+def forget(graph: str, *turn_ids: str, request: str = "f1", whole: bool = False) -> Forget:
+    return Forget(graph_id=graph, request_id=request, timestamp=ASKED, turn_ids=turn_ids, whole_graph=whole)
+
+
+def folded(events: list[tuple[int, GraphEvent]], params: GraphParams, store=None) -> PartitionState:
+    state = PartitionState(store or MemoryStore(), params)
+    for offset, event in events:
+        state.apply(event, offset)
+    return state
+
+
+def digests(state: PartitionState, graph: str | None = None) -> dict:
+    return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo, graph)}
+
+
+def never_saw(log: list[GraphEvent], forgotten: set[str]) -> list[tuple[int, GraphEvent]]:
+    """The log as it would be without the forgotten turns and the forget requests (same offsets)."""
+    return [
+        (offset, event)
+        for offset, event in enumerate(log)
+        if not isinstance(event, Forget) and not (isinstance(event, TurnIngested) and event.turn_id in forgotten)
+    ]
+
+
+def test_forgetting_a_turn_removes_its_passage_counts_and_unsupported_concepts():
+    events = [
+        ingested("g", "t1", {"kafka": 0.8, "lag": 0.4}),
+        ingested("g", "t2", {"kafka": 0.6, "rust": 0.5}, minute=1),
+        ingested("g", "t3", {"kafka": 0.7, "lag": 0.3, "secret": 0.9}, minute=2),
+    ]
+    state = folded(list(enumerate(events)), STATIC)
+    assert state.apply(forget("g", "t3"), 3) == Outcome.APPLIED
+    ref = GraphRef("g", 1)
+    assert state.repo.passages(ref, ["t1", "t2", "t3"]).keys() == {"t1", "t2"}
+    assert "secret" not in state.repo.concepts(ref, ["secret"])  # no other support
+    kafka = state.repo.concepts(ref, ["kafka"])["kafka"]
+    assert (kafka.count, kafka.base_activation) == (2, pytest.approx(0.8 + 0.6))
+    assert state.repo.pairs(ref, [("kafka", "lag")])[("kafka", "lag")].count == 1
+    assert state.repo.meta(ref).turns == 2
+    assert state.view("g").turns == 2 and "secret" not in state.view("g").index  # the view follows
+    assert digests(state) == digests(folded(list(enumerate(events[:2])), STATIC))
+
+
+def test_a_forgotten_turn_sent_again_or_sent_late_is_never_applied():
+    state = folded([(0, ingested("g", "t1", {"kafka": 0.8}))], STATIC)
+    state.apply(forget("g", "t1", "t9"), 1)  # t9 is still on its way
+    assert state.apply(ingested("g", "t1", {"kafka": 0.8}), 2) == Outcome.FORGOTTEN_TURN
+    assert state.apply(ingested("g", "t9", {"lag": 0.5}), 3) == Outcome.FORGOTTEN_TURN
+    assert digests(state) == {}
+    assert state.apply(ingested("g", "t10", {"lag": 0.5}), 4) == Outcome.APPLIED  # a new turn is welcome
+
+
+def test_forgetting_a_whole_graph_leaves_the_other_graphs_of_the_partition_alone():
+    events = [
+        ingested("alice", "t1", {"kafka": 0.8, "lag": 0.4}),
+        ingested("bob", "t1", {"kafka": 0.5, "flink": 0.4}),
+        ingested("alice", "t2", {"rust": 0.8}, minute=1),
+    ]
+    state = folded(list(enumerate(events)), FAST)
+    bob = digests(state, "bob")
+    assert state.apply(forget("alice", whole=True), 3) == Outcome.APPLIED
+    assert digests(state, "alice") == {} and state.view("alice") is None
+    assert digests(state, "bob") == bob
+    assert state.apply(ingested("alice", "t2", {"rust": 0.8}), 4) == Outcome.FORGOTTEN_TURN
+    assert state.apply(ingested("alice", "t3", {"go": 0.8}), 5) == Outcome.APPLIED
+    assert state.view("alice").turns == 1
+
+
+def test_a_forget_request_applies_once():
+    state = folded([(0, ingested("g", "t1", {"kafka": 0.8}))], STATIC)
+    state.apply(forget("g", whole=True, request="r1"), 1)
+    state.apply(ingested("g", "t2", {"lag": 0.5}), 2)
+    # The same request published twice must not erase what came after the first.
+    assert state.apply(forget("g", whole=True, request="r1"), 3) == Outcome.DUPLICATE_FORGET
+    assert state.view("g").turns == 1
+
+
+def test_every_version_holding_the_turn_forgets_it():
+    first = ingested("g", "t1", {"kafka": 0.8, "secret": 0.5})
+    second = ingested("g", "t2", {"kafka": 0.6})
+    v2 = [e.model_copy(update={"graph_version": 2}) for e in (first, second)]
+    state = folded(list(enumerate([first, second, *v2])), STATIC)
+    state.apply(forget("g", "t1"), 4)
+    for version in (1, 2):
+        assert "secret" not in state.view("g", version).index
+        assert state.repo.meta(GraphRef("g", version)).turns == 1
+
+
+def test_forgetting_the_only_turn_leaves_no_graph_behind():
+    state = folded([(0, ingested("g", "t1", {"kafka": 0.8}))], FAST)
+    state.apply(forget("g", "t1"), 1)
+    assert state.repo.graph_refs() == [] and state.view("g") is None
+
+
+def test_the_forget_request_is_strict():
+    with pytest.raises(ValueError):
+        Forget(graph_id="g", request_id="r", timestamp=ASKED)  # neither turns nor the whole graph
+    with pytest.raises(ValueError):
+        Forget(graph_id="g", request_id="r", timestamp=ASKED, turn_ids=("t1",), whole_graph=True)
+    with pytest.raises(DecodeError):
+        decode_graph_event(b'{"type": "forget", "schema_version": 1, "graph_id": "g", "request_id": "r",'
+                           b' "timestamp": "2026-01-01T00:00:00Z", "turn_ids": ["bad\\u0000id"]}')
+
+
+@pytest.fixture(scope="module")
+def lived():
+    """Six simulated weeks on a fast clock: ticks that prune, daily consolidations,
+    and queries that reinforce, then a forget in the middle of it all."""
+    log = LocalLog(FAST)
+    stream = list(turns(Stream(days=42, turns_per_day=6)))
+    for i, turn in enumerate(stream):
+        log.append(turn)
+        if i % 10 == 9:
+            words = " ".join(c.id for c in turn.concepts[:2])
+            log.ask(ActivationQuery(request_id=f"q{i}", graph_id=GRAPH, text=words, reply_to="r"),
+                    ActivationParams(), ExtractionParams())
+        if i == 30:  # day 5: after ticks and retrievals, before t0 fades
+            log.append(forget(GRAPH, "t0", "t100", request="mid"))
+    log.append(forget(GRAPH, "t200", request="late"))
+    return log
+
+
+def test_the_lived_log_has_everything_a_forget_must_undo(lived):
+    kinds = {event.type for event in lived.log}
+    assert kinds == {"turn_ingested", "decay", "consolidate", "retrieved", "forget"}
+    assert any(e.type == "decay" and e.concepts for e in lived.log)  # ticks that prune
+
+
+def test_after_forgetting_the_graph_is_the_one_that_never_saw_the_turns(lived):
+    never = folded(never_saw(lived.log, {"t0", "t100", "t200"}), FAST)
+    assert digests(lived.state) == digests(never)
+    assert ONCE not in lived.state.view(GRAPH).index  # only t0 mentioned it
+
+
+def test_replaying_a_log_with_forgets_gives_the_live_graph(lived, tmp_path):
+    replayed = folded(list(enumerate(decode_graph_event(encode(e)) for e in lived.log)), FAST, RocksStore(tmp_path))
+    assert digests(replayed) == digests(lived.state)
+    replayed.close()
+
+
+def test_explain_tells_when_a_concept_went_with_a_forgotten_turn(lived):
+    records = [LogRecord(0, offset, 0, None, encode(event)) for offset, event in enumerate(lived.log)]
+    steps = explain(records, GRAPH, [ONCE], FAST)
+    kinds = [s.kind for s in steps]
+    assert (kinds[0], kinds[-1]) == ("created", "forgotten") and "pruned" not in kinds
+    assert "request mid forgot turns t0, t100; removed" in steps[-1].detail
+
+
+VOCAB = ["kafka", "lag", "rust", "flink", "jvm", "go"]
+turn_specs = st.lists(
+    st.tuples(
+        st.dictionaries(st.sampled_from(VOCAB), st.floats(0.05, 1.0), min_size=1, max_size=4),
+        st.integers(0, 60 * 24 * 20),  # minute of event time: up to 20 days, so ticks prune
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=turn_specs, data=st.data())
+def test_any_forget_anywhere_equals_never_having_seen_the_turns(specs, data):
+    events = [ingested("g", f"t{i}", concepts, minute) for i, (concepts, minute) in enumerate(specs)]
+    ids = [e.turn_id for e in events]
+    forgotten = data.draw(st.lists(st.sampled_from(ids), min_size=1, unique=True), label="forgotten")
+    at = data.draw(st.integers(0, len(events)), label="forget after this many turns")
+    log = LocalLog(FAST)
+    log.extend(events[:at])
+    log.append(forget("g", *forgotten))
+    log.extend(events[at:])
+    assert digests(log.state) == digests(folded(never_saw(log.log, set(forgotten)), FAST))
