@@ -41,6 +41,10 @@ from state.store import PartitionStore
 from state.view import GraphView, load_view
 
 
+# A graph version's records after forgetting (None: no turn left, so no version).
+Refolds = dict[GraphRef, list[tuple[bytes, bytes]] | None]
+
+
 class Outcome(str, Enum):
     APPLIED = "applied"
     DUPLICATE_TURN = "duplicate_turn"
@@ -71,7 +75,9 @@ class PartitionState:
         """The view of `graph_id` at `version` (default: the active one)."""
         return self.views.get(GraphRef(graph_id, version or self.repo.active_version(graph_id)))
 
-    def apply(self, event: GraphEvent, offset: int) -> Outcome:
+    def apply(self, event: GraphEvent, offset: int, refolds: Refolds | None = None) -> Outcome:
+        """Apply the event at log `offset`. `refolds`: for a `Forget`, what
+        `refolds(event)` returned for this state (None: computed here)."""
         if offset <= self._offset:
             return Outcome.ALREADY_APPLIED
         if isinstance(event, GraphVersionSwitched):
@@ -80,7 +86,7 @@ class PartitionState:
         elif isinstance(event, TurnIngested):
             outcome = self._apply_turn(event, offset)
         elif isinstance(event, Forget):
-            outcome = self._apply_forget(event, offset)
+            outcome = self._apply_forget(event, offset, refolds)
         else:
             outcome = self._apply_dynamics(event, offset)
         self._offset = offset
@@ -199,25 +205,35 @@ class PartitionState:
         view.set_topics(topics)
         return Outcome.APPLIED
 
-    def _apply_forget(self, event: Forget, offset: int) -> Outcome:
-        """Tombstone the turns; re-fold every version holding one of them without
-        them (or, for the whole graph, erase every version)."""
+    def refolds(self, event: Forget) -> Refolds:
+        """What forgetting `event`'s turns makes of each graph version holding
+        one of them: its records re-folded without them, or None where no
+        turn is left. Reads the state and writes nothing, so a worker can
+        compute it off the event loop and hand it to `apply`."""
+        refolds: Refolds = {}
+        if event.whole_graph:
+            return refolds
+        turn_ids = set(event.turn_ids)
+        for ref in self.repo.graph_refs():
+            if ref.graph_id == event.graph_id and any(self.repo.has_turn(ref, t) for t in turn_ids):
+                refolds[ref] = self._refolded(ref, turn_ids)
+        return refolds
+
+    def _apply_forget(self, event: Forget, offset: int, refolds: Refolds | None) -> Outcome:
+        """Tombstone the turns; swap in the re-folded versions (or, for the
+        whole graph, erase every version)."""
         if self.repo.has_forget(event.graph_id, event.request_id):
             self.repo.mark_offset(offset)
             return Outcome.DUPLICATE_FORGET
-        refs = [ref for ref in self.repo.graph_refs() if ref.graph_id == event.graph_id]
-        refolded, erased, turn_ids = {}, [], set(event.turn_ids)
         if event.whole_graph:
-            erased = refs
-            turn_ids = set().union(*(self.repo.turn_ids(ref) for ref in refs))
+            erased = [ref for ref in self.repo.graph_refs() if ref.graph_id == event.graph_id]
+            turn_ids = set().union(*(self.repo.turn_ids(ref) for ref in erased))
+            refolded = {}
         else:
-            for ref in refs:
-                if any(self.repo.has_turn(ref, t) for t in turn_ids):
-                    records = self._refolded(ref, turn_ids)
-                    if records is None:  # nothing left: as if the version never was
-                        erased.append(ref)
-                    else:
-                        refolded[ref] = records
+            refolds = self.refolds(event) if refolds is None else refolds
+            erased = [ref for ref, records in refolds.items() if records is None]  # nothing left
+            refolded = {ref: records for ref, records in refolds.items() if records is not None}
+            turn_ids = set(event.turn_ids)
         self.repo.write_forgetting(event.graph_id, event.request_id, sorted(turn_ids), refolded, erased, offset)
         for ref in erased:
             self.views.pop(ref, None)

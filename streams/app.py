@@ -33,7 +33,9 @@ from faust.types import TP
 
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
 from processors.errors import DecodeError, QueryError
-from processors.events import ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphEvent, StatsQuery
+from processors.events import (
+    ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, Forget, GraphEvent, StatsQuery,
+)
 from processors.extract import extractor_id, ingest_all
 from state.digest import partition_digests
 from state.retrieval import answer, graph_stats, reinforcement
@@ -180,7 +182,13 @@ def _register_agents(
             # owner reads the log from its own state's offset.
             if await recovery.wait(message.partition):
                 state = states.get(message.partition)
-                outcome = state.apply(graph_event, message.offset)
+                refolds = None
+                if isinstance(graph_event, Forget) and message.offset > state.applied_offset:
+                    # Re-folding a graph takes a replay of it: off the event
+                    # loop, so heartbeats and queries go on meanwhile. It only
+                    # reads, and this partition's events wait for it.
+                    refolds = await asyncio.to_thread(state.refolds, graph_event)
+                outcome = state.apply(graph_event, message.offset, refolds)
                 metrics.applied.labels(graph_event.type, outcome.value).inc()
                 ref = ref_of(state, graph_event)
                 scheduler.applied(graph_event, ref, datetime.now(timezone.utc))

@@ -19,7 +19,9 @@ Every figure is the median of several repeats, with their min and max:
   synthetic graph, per undirected edge.
 - forget_ms: applying a request to forget one turn of a graph of
   forget_graph_turns simulated turns (decay ticks, consolidations, RocksDB
-  state): the graph version is re-folded from its journal without the turn.
+  state): the graph version is re-folded from its journal without the turn;
+  journal_bytes_per_turn: the journal that makes it possible (every event
+  applied to the graph, ticks included), per turn.
 """
 
 from __future__ import annotations
@@ -288,8 +290,14 @@ def forget_figures(days: int, repeats: int) -> dict[str, Any]:
             started = time.perf_counter()
             log.append(Forget(graph_id=GRAPH, request_id=f"bench-{i}", timestamp=at, turn_ids=(f"t{days * 4 + i}",)))
             timings.append((time.perf_counter() - started) * 1000)
+        ref = GraphRef(GRAPH, 1)
+        journal = sum(len(entry.event) for entry in log.state.repo.journal(ref))
+        turns_held = log.state.repo.meta(ref).turns
         log.state.close()
-    return {"forget_ms": figure(timings, 1), "forget_graph_turns": days * stream.turns_per_day - repeats}
+    return {
+        "forget_ms": figure(timings, 1), "forget_graph_turns": turns_held,
+        "journal_bytes_per_turn": round(journal / turns_held),
+    }
 
 
 def machine() -> dict[str, Any]:

@@ -8,7 +8,7 @@ import sys
 KEYS = {
     "extract_turns_per_s", "yake_reference_turns_per_s", "ingest_turns_per_s", "ingest_turns_per_s_2_workers",
     "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
-    "resident_bytes_per_edge",
+    "resident_bytes_per_edge", "forget_ms",
 }
 
 
@@ -24,5 +24,6 @@ def test_bench_quick_writes_every_figure(tmp_path):
     assert figures["machine"]["cores"] >= 1 and "numpy" in figures["machine"]["versions"]
     for key in KEYS - {"resident_bytes_per_edge", "ingest_turns_per_s_2_workers"}:
         assert {"median", "min", "max", "repeats"} <= set(figures[key]) and figures[key]["median"] > 0, key
+    assert figures["forget_graph_turns"] > 0 and figures["journal_bytes_per_turn"] > 0
     two = figures["ingest_turns_per_s_2_workers"]
     assert two is None and figures["ingest_2_workers_error"] or two["median"] > 0
