@@ -1,6 +1,10 @@
-"""A worker SIGKILLed in the middle of a stream loses nothing and applies nothing twice."""
+"""A worker SIGKILLed in the middle of a stream (of turns, and of turns and
+queries) loses nothing, applies nothing twice and never leaves a query hanging."""
 
 import asyncio
+import itertools
+import time
+from collections import Counter
 
 import pytest
 
@@ -8,12 +12,14 @@ from processors.events import Turn
 from replay.fold import Selection
 from replay.run import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, turns_per_graph
+from streams.demo import demo_turns, turns_per_graph, wait_for_turns
+from streams.errors import QueryTimeout
 from tests.integration.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration
 GRAPHS = 6
 ROUNDS = 10  # 34 demo turns x 10 rounds = 340 turns over 6 graphs
+ASKERS = 4  # concurrent query loops, each about 20 queries/s while answered
 
 
 def stream_of_turns() -> list[Turn]:
@@ -54,5 +60,65 @@ def test_sigkill_mid_ingest_then_restart_gives_the_replayed_graph(tmp_path):
             result = await replay(live.settings, tmp_path / "rebuilt", None, Selection(), verify=True)
             assert result.differences == []
             assert sum(d.sections["passages"].count for d in result.digests) == len(turns)
+
+        run(check())
+
+
+def test_sigkill_under_turns_and_queries_then_restart(tmp_path):
+    """Queries at a steady rate throughout: while the worker is dead they time
+    out at their deadline (never hang), after the restart they are answered
+    again; every turn is applied once and the graphs equal a replay."""
+    turns = stream_of_turns()
+    deadline_s = 3.0
+    with live_pipeline(tmp_path / "home", partitions=3) as live:
+
+        async def scenario() -> tuple[Counter, list[float], int]:
+            outcomes: Counter = Counter()
+            waits: list[float] = []
+            done = asyncio.Event()
+            async with MemoryClient(live.settings) as client:
+                await client.publish(turns[:100])
+                await wait_for_turns(client, turns_per_graph(turns[:100]), deadline_s=120)
+
+                async def ask_steadily(start: int) -> None:
+                    for i in itertools.count(start):
+                        if done.is_set():
+                            return
+                        started = time.monotonic()
+                        try:
+                            reply = await client.ask(f"crash-{i % GRAPHS}", "training for the marathon",
+                                                     reinforce=False, timeout_s=deadline_s)
+                            outcomes[getattr(reply, "code", reply.type)] += 1
+                        except QueryTimeout:
+                            outcomes["timeout"] += 1
+                        waits.append(time.monotonic() - started)
+                        await asyncio.sleep(0.05)
+
+                askers = [asyncio.create_task(ask_steadily(k)) for k in range(ASKERS)]
+                await client.publish(turns[100:200])
+                await asyncio.sleep(0.5)  # let queries and turns be in flight at the kill
+                live.kill("worker-1")
+                await client.publish(turns[200:])
+                killed_at = len(waits)
+                live.start("worker-1")
+                await wait_for_turns(client, turns_per_graph(turns), deadline_s=120)
+                answered = outcomes["activation_reply"]
+                while outcomes["activation_reply"] < answered + 5:  # the loop is answered again
+                    await asyncio.sleep(0.05)
+                done.set()
+                await asyncio.wait_for(asyncio.gather(*askers), deadline_s + 2)
+                return outcomes, waits, killed_at
+
+        outcomes, waits, killed_at = run(scenario())
+        print(f"queries: {dict(outcomes)}; longest wait {max(waits):.2f} s")
+        assert set(outcomes) <= {"activation_reply", "timeout", "partition_moved"}, outcomes
+        assert outcomes["timeout"] >= 1 and killed_at > 0  # the worker was really down for a while
+        assert max(waits) < deadline_s + 1.5  # a clear timeout at the deadline, not a hang
+
+        async def check() -> None:
+            async with MemoryClient(live.settings) as client:
+                assert await applied_turns(client) == len({(t.graph_id, t.turn_id) for t in turns})
+            result = await replay(live.settings, tmp_path / "rebuilt", None, Selection(), verify=True)
+            assert result.differences == []
 
         run(check())
