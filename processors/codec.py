@@ -76,7 +76,9 @@ def encode(event: BaseModel) -> bytes:
     return event.model_dump_json().encode()
 
 
-def _load_object(raw: bytes) -> dict[str, Any]:
+def _load_object(raw: bytes | None) -> dict[str, Any]:
+    if not raw:  # b"", or None: a record without a value
+        raise DecodeError("empty", "message has no value")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -85,6 +87,8 @@ def _load_object(raw: bytes) -> dict[str, Any]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DecodeError("not_json", f"message is not JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("not_json", "message is nested too deeply") from None
     if not isinstance(obj, dict):
         raise DecodeError("not_object", "message must be a JSON object")
     return obj

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, FiniteFloat, StringConstraints, model_validator
 
 from processors.dynamics import DecayParams
 
@@ -29,7 +29,7 @@ Identifier = Annotated[
 ]
 TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME_PATTERN)]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_BYTES, pattern=r"\S")]
-MetadataValue = Union[str, int, float, bool, None]
+MetadataValue = Union[str, int, FiniteFloat, bool, None]  # NaN and infinities have no JSON form
 
 
 class Event(BaseModel):

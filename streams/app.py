@@ -119,6 +119,18 @@ def _topic(app: faust.App, name: str, partitions: int) -> Any:
     return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
 
 
+def guarded(decode: Callable[[bytes], Any], raw: bytes) -> Any:
+    """`decode(raw)`; an unexpected failure of the decoder (a bug) becomes a
+    dead letter too, so no input can stop an agent."""
+    try:
+        return decode(raw)
+    except DecodeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into a dead letter, logged with its traceback
+        log.exception("decoder failed on a message")
+        raise DecodeError("decoder_error", f"{type(exc).__name__}: {exc}") from None
+
+
 def _register_agents(
     app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics
 ) -> None:
@@ -147,7 +159,7 @@ def _register_agents(
         """(message, event) for each message that decodes; the rest go to the DLQ."""
         async for event in stream.events():
             try:
-                value = decode(event.message.value)
+                value = guarded(decode, event.message.value)
             except DecodeError as err:
                 await to_dlq(event.message, err)
                 continue
@@ -163,7 +175,8 @@ def _register_agents(
             turns = []
             for event in events:
                 try:
-                    turns.append(decode_turn(event.message.value, datetime.now(timezone.utc), settings.max_future_s))
+                    now = datetime.now(timezone.utc)
+                    turns.append(guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value))
                 except DecodeError as err:
                     await to_dlq(event.message, err)
             pending = [

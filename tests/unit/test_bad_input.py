@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from processors.codec import decode_request, decode_turn
+from processors.codec import decode_graph_event, decode_request, decode_turn
 from processors.errors import DecodeError
 from processors.events import MAX_TEXT_BYTES
 
@@ -25,6 +25,8 @@ def raw(obj) -> bytes:
 
 TURN_ROWS = [
     ("invalid JSON", b'{"graph_id": "g",', "not_json"),
+    ("no value", b"", "empty"),
+    ("JSON nested too deeply", b"[" * 100_000, "not_json"),
     ("not UTF-8", b"\xff\xfe\x00garbage", "not_utf8"),
     ("not an object", b"[1, 2, 3]", "not_object"),
     ("missing field", raw({k: v for k, v in TURN.items() if k != "text"}), "invalid_fields"),
@@ -32,6 +34,7 @@ TURN_ROWS = [
     ("unknown event type", raw({**TURN, "type": "turnip"}), "unknown_type"),
     ("unknown schema version", raw({**TURN, "schema_version": 7}), "unknown_version"),
     ("unknown field", raw({**TURN, "mood": "happy"}), "invalid_fields"),
+    ("metadata value not finite", raw({**TURN, "metadata": {"score": float("nan")}}), "invalid_fields"),
     ("empty text", raw({**TURN, "text": ""}), "invalid_fields"),
     ("whitespace-only text", raw({**TURN, "text": " \n\t "}), "invalid_fields"),
     ("text over the size limit", raw({**TURN, "text": "é" * (MAX_TEXT_BYTES // 2 + 1)}), "text_too_long"),
@@ -77,3 +80,21 @@ def test_the_valid_neighbours_decode():
     assert decode_turn(raw(TURN), NOW).turn_id == "t1"
     assert decode_turn(raw({**TURN, "timestamp": "2026-11-21T23:00:00Z"}), NOW).turn_id == "t1"  # 23 h ahead: fine
     assert decode_request(raw(QUERY)).graph_id == "g"
+
+
+@pytest.mark.parametrize("decode", [decode_turn, decode_request, decode_graph_event])
+def test_a_record_without_a_value_is_refused(decode):
+    with pytest.raises(DecodeError) as refused:
+        decode(None)
+    assert refused.value.code == "empty"
+
+
+def test_a_decoder_that_fails_unexpectedly_gives_a_dead_letter_not_a_dead_agent():
+    from streams.app import guarded
+
+    def broken(raw: bytes):
+        raise KeyError("a bug")
+
+    with pytest.raises(DecodeError) as refused:
+        guarded(broken, b"{}")
+    assert refused.value.code == "decoder_error" and "KeyError" in refused.value.message
