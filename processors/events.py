@@ -192,7 +192,7 @@ class Forget(Event):
     `turn_ids`: these turns of `graph_id` (every version of it); empty with
     `whole_graph`: the graph itself. Applying it rebuilds each affected
     graph version from its own applied events without those turns (see
-    `state.forgetting`), so the graph equals one whose log never held them.
+    `state.projector`), so the graph equals one whose log never held them.
     The turn ids stay known as forgotten: a turn re-sent with one of them
     is not applied again. `timestamp`: when it was asked (wall clock).
     """

@@ -24,7 +24,7 @@ class Entry(NamedTuple):
     """An applied graph event as its graph version's journal keeps it: its log
     offset and its JSON encoding. Every write that applies an event records
     it, in the same batch, so a graph version can be re-folded from its own
-    journal (`state.forgetting`)."""
+    journal (`PartitionState.refolds`)."""
 
     offset: int
     event: bytes
@@ -219,7 +219,6 @@ class GraphRepository:
         batch.update({**_journaled(ref, entry), keys.graph_meta(ref): _json(meta)})
         batch.update({keys.topic(ref, t.id): _json(t) for t in topics})
         self.store.write(batch)
-
 
     def write_forgetting(
         self,

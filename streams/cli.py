@@ -22,10 +22,10 @@ from pydantic import ValidationError
 
 from processors.codec import decode_turn
 from processors.errors import CoreError, DecodeError
-from processors.events import ActivationReply, ErrorReply, Forget, QueryParams, Reply, StatsReply, Turn
+from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
 from replay.errors import ReplayError
 from state.errors import StateError
-from streams.client import MemoryClient
+from streams.client import MemoryClient, forget_request
 from streams.errors import InputFileError, StreamsError
 from streams.settings import Settings
 
@@ -396,12 +396,13 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _forget(settings: Settings, args: argparse.Namespace) -> int:
-    async def run() -> tuple[Forget, int, Reply]:
-        async with MemoryClient(settings) as client:
-            event, offset = await client.forget(args.graph, args.turn, args.all)
-            return event, offset, await client.stats(args.graph, top=0)
+    event = forget_request(args.graph, args.turn, args.all)
 
-    event, offset, after = asyncio.run(run())
+    async def run() -> tuple[int, Reply]:
+        async with MemoryClient(settings) as client:
+            return await client.forget(event), await client.stats(args.graph, top=0)
+
+    offset, after = asyncio.run(run())
     what = "the whole graph" if event.whole_graph else "turn(s) " + ", ".join(event.turn_ids)
     remaining = after if isinstance(after, StatsReply) else None
     if args.json:

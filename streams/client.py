@@ -15,16 +15,30 @@ from typing import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
+from pydantic import ValidationError
 
 from processors.codec import decode_reply, encode
 from processors.errors import DecodeError
 from processors.events import (
     ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, QueryParams, Reply, StatsQuery, Turn,
 )
-from streams.errors import BrokerError, QueryTimeout
+from streams.errors import BrokerError, QueryTimeout, RequestError
 from streams.settings import Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
+
+
+def forget_request(graph_id: str, turn_ids: Iterable[str] = (), whole_graph: bool = False) -> Forget:
+    """A request to forget these turns of `graph_id`, or the whole graph."""
+    try:
+        return Forget(
+            graph_id=graph_id, request_id=uuid.uuid4().hex, timestamp=datetime.now(timezone.utc),
+            turn_ids=tuple(turn_ids), whole_graph=whole_graph,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        raise RequestError(f"invalid forget request ({where}): {first['msg']}") from None
 
 
 class MemoryClient:
@@ -114,15 +128,10 @@ class MemoryClient:
         re-derived versions, version switches); waits for every ack."""
         return await self._send_keyed(self.settings.graph_events_topic, events)
 
-    async def forget(
-        self, graph_id: str, turn_ids: Iterable[str] = (), whole_graph: bool = False, timeout_s: float | None = None
-    ) -> tuple[Forget, int]:
-        """Append a forget request for these turns (or the whole graph) and wait
-        until the graph's worker has applied it; returns it and its log offset."""
-        event = Forget(
-            graph_id=graph_id, request_id=uuid.uuid4().hex, timestamp=datetime.now(timezone.utc),
-            turn_ids=tuple(turn_ids), whole_graph=whole_graph,
-        )
+    async def forget(self, event: Forget, timeout_s: float | None = None) -> int:
+        """Append a forget request (see `forget_request`) and wait until the
+        graph's worker has applied it; returns its log offset."""
+        graph_id = event.graph_id
         assert self._producer is not None, "client not started"
         sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=graph_id.encode())
         timeout = timeout_s or self.settings.query_timeout_s
@@ -130,7 +139,7 @@ class MemoryClient:
         while True:
             [reply] = await self.digests(graph_id, timeout)
             if isinstance(reply, DigestReply) and reply.applied_offset >= sent.offset:
-                return event, sent.offset
+                return sent.offset
             if asyncio.get_running_loop().time() > deadline:
                 raise QueryTimeout(
                     f"the forget request for graph {graph_id!r} (log offset {sent.offset}) is in the log "

@@ -19,3 +19,7 @@ class QueryTimeout(StreamsError):
 
 class InputFileError(StreamsError):
     """A file given to the CLI cannot be read as the expected JSON lines."""
+
+
+class RequestError(StreamsError):
+    """A request the client was asked to send is not valid (e.g. an empty turn id)."""

@@ -115,3 +115,9 @@ def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 process.wait(30)
+
+
+def test_an_invalid_forget_request_is_a_clear_error(tmp_path):
+    run = emgas("forget", "--graph", "g", "--turn", "", home=tmp_path, env={"EMGAS_BROKER": "127.0.0.1:9"})
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("emgas: error: invalid forget request (turn_ids.0)"), run.stderr
