@@ -55,9 +55,14 @@ class Scheduler:
         self._last_turn_wall: dict[GraphRef, datetime] = {}
 
     def applied(self, event: GraphEvent, ref: GraphRef, wall: datetime) -> None:
-        """Note an applied event (turns restart a graph's idle time)."""
+        """Note an applied event (turns restart a graph's idle time; after a
+        forget, what was emitted for the graph's versions no longer counts)."""
         if isinstance(event, TurnIngested):
             self._last_turn_wall[ref] = wall
+        elif isinstance(event, Forget):
+            for memory in (self._ticked, self._consolidated, self._last_turn_wall):
+                for gone in [r for r in memory if r.graph_id == event.graph_id]:
+                    del memory[gone]
 
     def due(
         self, state: PartitionState, ref: GraphRef, clock: datetime | None = None, trigger: Trigger = "window"

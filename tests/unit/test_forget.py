@@ -199,3 +199,12 @@ def test_any_forget_anywhere_equals_never_having_seen_the_turns(specs, data):
     log.append(forget("g", *forgotten))
     log.extend(events[at:])
     assert digests(log.state) == digests(folded(never_saw(log.log, set(forgotten)), FAST))
+
+
+def test_a_graph_forgotten_whole_and_started_again_gets_its_ticks():
+    log = LocalLog(FAST)
+    log.extend([ingested("g", "t1", {"kafka": 0.8}), ingested("g", "t2", {"lag": 0.5}, minute=24 * 60)])
+    log.append(forget("g", whole=True))
+    log.extend([ingested("g", "t3", {"rust": 0.8}, minute=1), ingested("g", "t4", {"go": 0.5}, minute=3 * 60)])
+    ticks = [e.timestamp for e in log.log[log.log.index(forget("g", whole=True)):] if e.type == "decay"]
+    assert ticks and min(ticks) < T0 + timedelta(days=1)  # not held back by the ticks of the forgotten graph
