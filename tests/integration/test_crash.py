@@ -96,7 +96,8 @@ def test_sigkill_under_turns_and_queries_then_restart(tmp_path):
 
                 askers = [asyncio.create_task(ask_steadily(k)) for k in range(ASKERS)]
                 await client.publish(turns[100:200])
-                await asyncio.sleep(0.5)  # let queries and turns be in flight at the kill
+                while outcomes["activation_reply"] < 2 * ASKERS:  # queries answered and in flight at the kill
+                    await asyncio.sleep(0.02)
                 live.kill("worker-1")
                 await client.publish(turns[200:])
                 killed_at = len(waits)
