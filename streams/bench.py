@@ -285,10 +285,11 @@ def forget_figures(days: int, repeats: int) -> dict[str, Any]:
         log = LocalLog(GraphParams(), RocksStore(Path(tmp)))
         log.extend(turns(stream))
         at = log.state.repo.meta(GraphRef(GRAPH, 1)).clock
+        middle = days * stream.turns_per_day // 2  # a turn from the middle of the stream
         timings = []
         for i in range(repeats):
             started = time.perf_counter()
-            log.append(Forget(graph_id=GRAPH, request_id=f"bench-{i}", timestamp=at, turn_ids=(f"t{days * 4 + i}",)))
+            log.append(Forget(graph_id=GRAPH, request_id=f"bench-{i}", timestamp=at, turn_ids=(f"t{middle + i}",)))
             timings.append((time.perf_counter() - started) * 1000)
         ref = GraphRef(GRAPH, 1)
         journal = sum(len(entry.event) for entry in log.state.repo.journal(ref))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -38,6 +41,13 @@ class Live:
         worker = self.workers.pop(name)
         worker.send_signal(signal.SIGKILL)
         worker.wait()
+
+    def emgas(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        """`emgas ARGS` as a subprocess against this pipeline's broker, home and graph parameters."""
+        env = {**os.environ, "EMGAS_BROKER": self.settings.bootstrap_servers(), "EMGAS_HOME": str(self.home),
+               "EMGAS_PARTITIONS": str(self.settings.partitions), "EMGAS_GRAPH": self.settings.graph.model_dump_json()}
+        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, capture_output=True, text=True,
+                              timeout=timeout_s)
 
     def logs(self) -> str:
         return "\n".join(p.read_text()[-3000:] for p in sorted(self.home.glob("*.log")))

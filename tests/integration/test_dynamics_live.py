@@ -2,9 +2,6 @@
 reinforcement are events in the log, and replaying the log gives the live graphs."""
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -63,12 +60,7 @@ def test_explain_through_the_cli_names_the_pruning_event(fast):
     listed = [c.id for r in records if isinstance(e := decode_graph_event(r.value), Decay) for c in e.concepts]
     histories = {cid: explain(records, "alice", [cid], FAST) for cid in dict.fromkeys(listed)}
     cid, steps = next((c, s) for c, s in histories.items() if s[-1].kind == "pruned")
-    env = {**os.environ, "EMGAS_BROKER": fast.settings.bootstrap_servers(), "EMGAS_HOME": str(fast.home),
-           "EMGAS_PARTITIONS": "2", "EMGAS_GRAPH": FAST.model_dump_json()}
-    out = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "explain", "--graph", "alice", cid],
-        env=env, capture_output=True, text=True, timeout=60,
-    )
+    out = fast.emgas("explain", "--graph", "alice", cid, timeout_s=60)
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith(f"@{steps[-1].offset} ") and " pruned " in last and "decay tick" in last

@@ -2,9 +2,6 @@
 re-sent turn, and in a replay of the log."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -13,16 +10,9 @@ from replay.fold import Selection
 from replay.run import replay
 from streams.client import MemoryClient
 from streams.demo import demo_turns, turns_per_graph
-from tests.integration.live import STATIC, digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
+from tests.integration.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration
-
-
-def emgas(live, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "EMGAS_BROKER": live.settings.bootstrap_servers(), "EMGAS_HOME": str(live.home),
-           "EMGAS_PARTITIONS": str(live.settings.partitions), "EMGAS_GRAPH": STATIC.model_dump_json()}
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
 
 
 async def ask(settings, graph: str, text: str) -> ActivationReply | ErrorReply:
@@ -40,7 +30,7 @@ def test_a_forgotten_turn_is_gone_live_stays_gone_and_replays_gone(tmp_path):
         before = run(ask(live.settings, "alice", secret.text))
         assert secret.turn_id in [p.turn_id for p in before.passages]
 
-        out = emgas(live, "forget", "--graph", "alice", "--turn", secret.turn_id, "--json")
+        out = live.emgas("forget", "--graph", "alice", "--turn", secret.turn_id, "--json")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["after"]["turns"] == len(alice) - 1
         live_now = digests_by_graph(run(live_digests(live.settings)))
@@ -55,7 +45,7 @@ def test_a_forgotten_turn_is_gone_live_stays_gone_and_replays_gone(tmp_path):
         live_now = digests_by_graph(run(live_digests(live.settings)))
         assert live_now["alice"] == live_now["never"]
 
-        out = emgas(live, "forget", "--graph", "bob", "--all")
+        out = live.emgas("forget", "--graph", "bob", "--all")
         assert out.returncode == 0 and "the graph holds nothing now" in out.stdout, out.stderr
         assert "bob" not in digests_by_graph(run(live_digests(live.settings)))
 
