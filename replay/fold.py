@@ -2,7 +2,9 @@
 
 Both live recovery and offline replay go through `fold_records`, and it
 applies events only through `PartitionState.apply`: one way to apply an
-event, whoever reads the log.
+event, whoever reads the log. The state commits every `COMMIT_EVERY`
+events and at the end (see `state.transaction`): a crash in between
+rewinds it to its last commit, and the rebuild goes on from there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from processors.errors import DecodeError
 from processors.events import GraphEvent
 from replay.reader import LogRecord
 from state.projector import Outcome, PartitionState
+
+# Events applied between two commits of a rebuilding state: large enough
+# that a commit's cost vanishes per event, small enough that the pending
+# records of one transaction stay a few MiB.
+COMMIT_EVERY = 2000
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ def fold_records(
 
     An undecodable record is counted and skipped: on the live path it went
     to the dead-letter topic and changed nothing, so a rebuild skips it too.
+    Commits every `COMMIT_EVERY` events and after the last.
     """
     for record in records:
         counts.read += 1
@@ -76,5 +84,8 @@ def fold_records(
         if not selection.wants(event):
             counts.not_selected += 1
             continue
-        outcome = state.apply(event, record.offset).value
+        outcome = state.apply(event, record.offset, raw=record.value).value
         counts.outcomes[outcome] = counts.outcomes.get(outcome, 0) + 1
+        if counts.read % COMMIT_EVERY == 0:
+            state.commit()
+    state.commit()

@@ -16,6 +16,8 @@
                                           (8-byte big-endian), as its JSON encoding
     x 0 GRAPH 0 TURN                   -> b"" (a turn forgotten on request: never applied again)
     y 0 GRAPH 0 REQUEST                -> b"" (a forget request already applied)
+    z 0 OFFSET                         -> a graph event the fold rejected (JSON
+                                          {"type", "reason"}; 8-byte big-endian offset)
     v                                  -> state format (JSON {"format": int})
 
 (0 is a NUL byte; VERSION is decimal.) Identifiers cannot hold control
@@ -37,6 +39,7 @@ REGISTRY = b"r" + SEP
 ACTIVE = b"a" + SEP
 TOMBSTONE = b"x" + SEP
 FORGET_REQUEST = b"y" + SEP
+REJECTED = b"z" + SEP
 
 
 @lru_cache(maxsize=4096)  # a handful of refs, prefixes built for every record
@@ -110,6 +113,15 @@ def tombstone(graph_id: str, turn_id: str) -> bytes:
 
 def forget_request(graph_id: str, request_id: str) -> bytes:
     return FORGET_REQUEST + graph_id.encode() + SEP + request_id.encode()
+
+
+def rejected(offset: int) -> bytes:
+    return REJECTED + _OFFSET.pack(offset)
+
+
+def journal_offset_at(key: bytes, prefix: bytes) -> int:
+    """The 8-byte offset that follows `prefix` in `key`."""
+    return _OFFSET.unpack(key[len(prefix):])[0]
 
 
 _OFFSET = struct.Struct(">q")  # big-endian, so journal entries sort in log order

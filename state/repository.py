@@ -8,10 +8,11 @@ from typing import Iterable, Iterator, NamedTuple
 
 from processors.dynamics import EPOCH
 from processors.events import TopicNode
-from processors.graph import ConceptState, GraphMeta, GraphRef, Passage, TurnDelta
+from processors.evolve import Delta, Forgetting
+from processors.graph import ConceptState, GraphMeta, GraphRef, Passage
 from processors.pruning import Edge, PairState
 from state import keys
-from state.store import PartitionStore
+from state.transaction import Transaction
 
 NO_OFFSET = -1
 FIRST_VERSION = 1
@@ -40,9 +41,13 @@ def from_us(us: int) -> datetime:
 
 
 class GraphRepository:
-    """All graphs of one partition, and the log offset their state reflects."""
+    """All graphs of one partition, and the log offset their state reflects.
 
-    def __init__(self, store: PartitionStore) -> None:
+    Reads see the partition transaction's pending writes; writes are staged
+    in it and reach the store when the transaction commits.
+    """
+
+    def __init__(self, store: Transaction) -> None:
         self.store = store
 
     def applied_offset(self) -> int:
@@ -103,20 +108,16 @@ class GraphRepository:
         return self.store.get(keys.retrieval(ref, request_id)) is not None
 
     def meta(self, ref: GraphRef) -> GraphMeta:
-        raw = self.store.get(keys.graph_meta(ref))
-        return GraphMeta.model_validate_json(raw) if raw else GraphMeta()
+        [meta] = self.store.get_models([keys.graph_meta(ref)], GraphMeta)
+        return meta or GraphMeta()
 
     def turns(self, ref: GraphRef) -> int:
         return self.meta(ref).turns
 
     def concepts(self, ref: GraphRef, ids: Iterable[str]) -> dict[str, ConceptState]:
         ids = list(ids)
-        raws = self.store.multi_get([keys.concept(ref, cid) for cid in ids])
-        return {
-            cid: ConceptState.model_validate_json(raw)
-            for cid, raw in zip(ids, raws)
-            if raw is not None
-        }
+        found = self.store.get_models([keys.concept(ref, cid) for cid in ids], ConceptState)
+        return {cid: concept for cid, concept in zip(ids, found) if concept is not None}
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         edges = list(edges)
@@ -133,130 +134,92 @@ class GraphRepository:
         prefix = keys.section(ref, b"s") + cid.encode() + keys.SEP
         return [key[len(prefix):].decode() for key, _ in self.store.scan(prefix)]
 
-    def linked(self, ref: GraphRef, turn_id: str, concept_ids: list[str]) -> bool:
-        """Whether any of these concepts links to the passage of `turn_id`."""
-        links = self.store.multi_get([keys.concept_passage(ref, c, turn_id) for c in concept_ids])
-        return any(link is not None for link in links)
+    def links(self, ref: GraphRef, candidates: list[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """Those of the (concept, turn) links that exist."""
+        found = self.store.multi_get([keys.concept_passage(ref, c, t) for c, t in candidates])
+        return frozenset(link for link, raw in zip(candidates, found) if raw is not None)
 
     def passages(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, Passage]:
-        raws = self.store.multi_get([keys.passage(ref, t) for t in turn_ids])
-        return {
-            t: Passage.model_validate_json(raw) for t, raw in zip(turn_ids, raws) if raw is not None
-        }
+        found = self.store.get_models([keys.passage(ref, t) for t in turn_ids], Passage)
+        return {t: passage for t, passage in zip(turn_ids, found) if passage is not None}
 
     def topics(self, ref: GraphRef) -> list[TopicNode]:
         return [TopicNode.model_validate_json(raw) for _, raw in self.store.scan(keys.section(ref, b"k"))]
 
-    def mark_offset(self, offset: int) -> None:
-        """Record that the event at `offset` was seen but changed nothing."""
-        self.store.write(_base(offset))
-
-    def switch_version(self, graph_id: str, version: int, offset: int) -> None:
-        """Make `version` the active one, with the offset of the event that said so."""
-        self.store.write({
-            **_base(offset),
-            keys.active(graph_id): json.dumps({"version": version}).encode(),
-        })
-
-    def write(self, delta: TurnDelta, entry: Entry) -> dict[Edge, PairState]:
-        """Write one turn's delta and its journal entry, atomically; return the
-        pairs it created (count 1) and their state."""
-        ref = delta.ref
-        turn_id = delta.passage.turn_id
-        pair_keys = [keys.pair(ref, a, b) for a, b in delta.pairs]
-        old_pairs = self.store.multi_get(pair_keys)
-        batch: dict[bytes, bytes | None] = {
-            **_journaled(ref, entry),
-            keys.registry(ref): b"",
-            keys.graph_meta(ref): _json(delta.meta),
-            keys.passage(ref, turn_id): _json(delta.passage),
-        }
+    def stage(self, delta: Delta, entry: Entry | None) -> None:
+        """Stage one event's delta (and its journal entry) in the transaction."""
+        ref, put = delta.ref, self.store.put
+        if entry is not None:
+            put(keys.journal_entry(ref, entry.offset), entry.event)
+        if delta.registers:
+            put(keys.registry(ref), b"")
+        if delta.meta is not None:
+            put(keys.graph_meta(ref), delta.meta)
+        if delta.passage is not None:
+            put(keys.passage(ref, delta.passage.turn_id), delta.passage)
         for concept in delta.concepts:
-            batch[keys.concept(ref, concept.id)] = _json(concept)
-            batch[keys.concept_passage(ref, concept.id, turn_id)] = b""
-        at = to_us(delta.passage.timestamp)
-        created = {}
-        for edge, key, old in zip(delta.pairs, pair_keys, old_pairs):
-            if old is None:
-                batch[key] = keys.encode_pair(1, at)
-                created[edge] = PairState(1, delta.passage.timestamp)
-            else:
-                count, last = keys.decode_pair(old)
-                batch[key] = keys.encode_pair(count + 1, max(last, at))
-        self.store.write(batch)
-        return created
+            put(keys.concept(ref, concept.id), concept)
+        for cid, turn_id in delta.links:
+            put(keys.concept_passage(ref, cid, turn_id), b"")
+        for (a, b), pair in delta.pairs:
+            put(keys.pair(ref, a, b), keys.encode_pair(pair.count, to_us(pair.last)))
+        self._stage_removals(delta)
+        if delta.topics is not None:
+            for topic_id in delta.removed_topics:
+                put(keys.topic(ref, topic_id), None)
+            for topic in delta.topics:
+                put(keys.topic(ref, topic.id), topic)
+        if delta.retrieval is not None:
+            put(keys.retrieval(ref, delta.retrieval), b"")
+        if delta.active_version is not None:
+            put(keys.active(ref.graph_id), json.dumps({"version": delta.active_version}).encode())
+        if delta.forgetting is not None:
+            self._stage_forgetting(delta.forgetting)
 
-    def write_retrieval(self, ref: GraphRef, concepts: Iterable[ConceptState], entry: Entry, request_id: str) -> None:
-        """Replace concept records (a retrieval's boosts), marking the request applied."""
-        batch = {**_journaled(ref, entry), **{keys.concept(ref, c.id): _json(c) for c in concepts}}
-        batch[keys.retrieval(ref, request_id)] = b""
-        self.store.write(batch)
+    def _stage_removals(self, delta: Delta) -> None:
+        """Concepts, pairs, concept -> passage links and passages removed (a
+        removed passage's turn stays known: its `f` record)."""
+        ref, put = delta.ref, self.store.put
+        for cid in delta.removed_concepts:
+            put(keys.concept(ref, cid), None)
+        for a, b in delta.removed_pairs:
+            put(keys.pair(ref, a, b), None)
+        for cid, turn_id in delta.removed_links:
+            put(keys.concept_passage(ref, cid, turn_id), None)
+        for turn_id in delta.removed_passages:
+            put(keys.passage(ref, turn_id), None)
+            put(keys.forgotten_turn(ref, turn_id), b"")
 
-    def write_removals(
-        self,
-        ref: GraphRef,
-        meta: GraphMeta,
-        concepts: Iterable[str],
-        edges: Iterable[Edge],
-        sources: Iterable[tuple[str, str]],
-        passages: Iterable[str],
-        entry: Entry,
-    ) -> None:
-        """A decay tick: the new meta, and concepts, edges, concept -> passage
-        links and passages removed (a removed passage's turn stays known)."""
-        batch: dict[bytes, bytes | None] = {**_journaled(ref, entry), keys.graph_meta(ref): _json(meta)}
-        batch.update({keys.concept(ref, cid): None for cid in concepts})
-        batch.update({keys.pair(ref, a, b): None for a, b in edges})
-        batch.update({keys.concept_passage(ref, cid, t): None for cid, t in sources})
-        for turn_id in passages:
-            batch[keys.passage(ref, turn_id)] = None
-            batch[keys.forgotten_turn(ref, turn_id)] = b""
-        self.store.write(batch)
+    def _stage_forgetting(self, forgetting: Forgetting) -> None:
+        """Tombstones; each refolded version's records replaced by the new ones;
+        erased versions deleted (with the graph's active version when it loses them all)."""
+        put, graph_id = self.store.put, forgetting.graph_id
+        put(keys.forget_request(graph_id, forgetting.request_id), b"")
+        for turn_id in forgetting.tombstones:
+            put(keys.tombstone(graph_id, turn_id), b"")
+        for ref, records in forgetting.refolded.items():
+            for key, _ in list(self.records(ref)):
+                put(key, None)
+            for key, value in records:
+                put(key, value)
+        for ref in forgetting.erased:
+            for key, _ in list(self.records(ref)):
+                put(key, None)
+            put(keys.registry(ref), None)
+        if forgetting.clear_active:
+            put(keys.active(graph_id), None)
 
-    def write_topics(self, ref: GraphRef, meta: GraphMeta, topics: Iterable[TopicNode], entry: Entry) -> None:
-        """Replace the graph version's topic nodes."""
-        batch: dict[bytes, bytes | None] = {key: None for key, _ in self.store.scan(keys.section(ref, b"k"))}
-        batch.update({**_journaled(ref, entry), keys.graph_meta(ref): _json(meta)})
-        batch.update({keys.topic(ref, t.id): _json(t) for t in topics})
-        self.store.write(batch)
+    def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
+        """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""
+        self.store.put(keys.rejected(offset), json.dumps({"type": event_type, "reason": reason}).encode())
 
-    def write_forgetting(
-        self,
-        graph_id: str,
-        request_id: str,
-        turn_ids: Iterable[str],
-        refolded: dict[GraphRef, list[tuple[bytes, bytes]]],
-        erased: Iterable[GraphRef],
-        offset: int,
-    ) -> None:
-        """A forget request: the turns' tombstones, each refolded graph version's
-        records replaced by the new ones, erased versions deleted (with the
-        graph's active version when it loses them all), atomically."""
-        batch: dict[bytes, bytes | None] = {**_base(offset), keys.forget_request(graph_id, request_id): b""}
-        batch.update({keys.tombstone(graph_id, t): b"" for t in turn_ids})
-        for ref, records in refolded.items():
-            batch.update({key: None for key, _ in self.records(ref)})
-            batch.update(records)
-        erased = list(erased)
-        for ref in erased:
-            batch.update({key: None for key, _ in self.records(ref)})
-            batch[keys.registry(ref)] = None
-        if erased and all(r in erased for r in self.graph_refs() if r.graph_id == graph_id):
-            batch[keys.active(graph_id)] = None
-        self.store.write(batch)
+    def rejections(self) -> list[tuple[int, dict[str, str]]]:
+        """(offset, {"type", "reason"}) of every event the fold rejected, in log order."""
+        return [(keys.journal_offset_at(key, keys.REJECTED), json.loads(raw)) for key, raw in self.store.scan(keys.REJECTED)]
 
 
-def _journaled(ref: GraphRef, entry: Entry) -> dict[bytes, bytes | None]:
-    """`_base` plus the event's journal entry in its graph version."""
-    return {**_base(entry.offset), keys.journal_entry(ref, entry.offset): entry.event}
-
-
-def _json(model: ConceptState | GraphMeta | Passage | TopicNode) -> bytes:
-    return model.model_dump_json().encode()
-
-
-def _base(offset: int) -> dict[bytes, bytes | None]:
-    """What every write carries: the log offset it reflects and the state format."""
+def offset_batch(offset: int) -> dict[bytes, bytes | None]:
+    """What every commit carries: the log offset the state reflects and its format."""
     return {
         keys.OFFSET: json.dumps({"offset": offset}).encode(),
         keys.FORMAT: json.dumps({"format": STATE_FORMAT}).encode(),

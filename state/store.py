@@ -9,7 +9,11 @@ same contract suite (`tests/contract/test_store_contract.py`):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence, TypeVar
+
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
 
 # A batch: key -> new value, or None to delete the key.
 Batch = Mapping[bytes, bytes | None]
@@ -23,6 +27,10 @@ class PartitionStore(ABC):
 
     def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         return [self.get(k) for k in keys]
+
+    def get_models(self, keys: Sequence[bytes], model: type[M]) -> list[M | None]:
+        """The records at `keys` parsed as `model` (None where absent)."""
+        return [None if raw is None else model.model_validate_json(raw) for raw in self.multi_get(keys)]
 
     @abstractmethod
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

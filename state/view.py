@@ -28,7 +28,8 @@ from processors.association import WeightKind, outgoing_weights, specificity
 from processors.activation import Neighbours
 from processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
 from processors.events import TopicNode
-from processors.graph import ConceptState, GraphRef, Passage, TurnDelta
+from processors.evolve import Delta
+from processors.graph import ConceptState, GraphRef, Passage
 from processors.pruning import Edge, PairState
 from state import keys
 from state.adjacency import Adjacency
@@ -119,8 +120,28 @@ class GraphView:
         """Set every pair count at once (a fresh view: loading)."""
         self._adjacency.load(a, b, counts)
 
-    def apply(self, delta: TurnDelta, created: dict[Edge, PairState]) -> None:
-        """Mirror a delta just written to the store (`created`: the pairs it created)."""
+    def mirror(self, delta: Delta) -> None:
+        """Mirror a delta just staged in the state (any but a forget's, after
+        which the view is loaded again)."""
+        if delta.passage is not None:
+            self._mirror_turn(delta)
+        else:
+            for concept in delta.concepts:  # a retrieval's boosts
+                self.note_concept(concept)
+        for edge, pair in delta.kept_edges:  # listed by a tick, not yet due: due later
+            self.note_edge(edge, pair)
+        gone = set(delta.removed_concepts)
+        for a, b in delta.removed_pairs:
+            if a not in gone and b not in gone:
+                self.remove_edge(a, b)
+        for cid in delta.removed_concepts:
+            self.remove_concept(cid)
+        for turn_id in delta.removed_passages:
+            self.forget_passage(turn_id)
+        if delta.topics is not None:
+            self.set_topics(list(delta.topics))
+
+    def _mirror_turn(self, delta: Delta) -> None:
         turn_id = delta.passage.turn_id
         self.place(delta.passage)
         for concept in delta.concepts:
@@ -131,8 +152,9 @@ class GraphView:
         self._adjacency.add_clique(self.index[c.id] for c in delta.concepts)
         # A new edge gets a due time; a repeated co-occurrence only moves it
         # later, and the scheduler re-files an edge it finds not yet due.
-        for edge, pair in created.items():
-            self.note_edge(edge, pair)
+        for edge, pair in delta.pairs:
+            if edge in delta.created:
+                self.note_edge(edge, pair)
         self.turns = delta.meta.turns
 
     def place(self, passage: Passage) -> None:

@@ -1,0 +1,244 @@
+"""Applying a graph event: one pure `evolve(event, slice, params) -> Delta` per type.
+
+The caller (`state.projector`) checks idempotency (offset, duplicate turn,
+tick, retrieval, forget), loads the `Slice` of the graph version the event
+needs, calls `evolve`, and commits the `Delta` it returns. Every decision
+about what changes is made here, from the event and the slice alone: no
+store, no clock, no environment. So the same log gives the same graph,
+whoever folds it and however the writes are batched.
+
+An event type with no registered evolve raises `NotImplementedError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import singledispatch
+from itertools import combinations
+from typing import Mapping
+
+from processors.events import (
+    Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TopicNode, TurnIngested,
+)
+from processors.graph import (
+    ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
+)
+from processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by
+
+# A graph version's records after a forget re-folded it (None: no turn left).
+Records = list[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The part of one graph version an event needs, as stored before it.
+
+    Only what the event names is loaded: `concepts` and `pairs` hold the
+    records found (absent: none stored); `neighbours`, `sources` (concept ->
+    turn ids of its passages), `passages` and `links` (the (concept, turn)
+    links that exist) cover the concepts a tick lists; `present`: the
+    concepts of the graph among those a consolidation names, `topic_ids`
+    the version's topics before it. A forget sees
+    the graph's `versions`, their `turn_ids` and the `refolds` the caller
+    computed (see `state.projector.PartitionState.refolds`).
+    """
+
+    ref: GraphRef
+    meta: GraphMeta = GraphMeta()
+    concepts: Mapping[str, ConceptState] = field(default_factory=dict)
+    pairs: Mapping[Edge, PairState] = field(default_factory=dict)
+    neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    passages: Mapping[str, Passage] = field(default_factory=dict)
+    links: frozenset[tuple[str, str]] = frozenset()
+    present: frozenset[str] = frozenset()
+    topic_ids: tuple[str, ...] = ()
+    versions: tuple[GraphRef, ...] = ()
+    turn_ids: Mapping[GraphRef, frozenset[str]] = field(default_factory=dict)
+    refolds: Mapping[GraphRef, Records | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """What a forget request changes across a graph's versions."""
+
+    graph_id: str
+    request_id: str
+    tombstones: tuple[str, ...]  # turn ids never to be applied again
+    refolded: Mapping[GraphRef, Records]  # versions whose records are replaced
+    erased: tuple[GraphRef, ...]  # versions that go, records and registration
+    clear_active: bool  # the graph loses every version, so its active version goes too
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What applying one event writes to and removes from its graph version.
+
+    Writes: `meta`, `concepts` (whole records), `pairs` (new count and last
+    co-occurrence; `created`: those that did not exist), `passage` with its
+    `links` (concept -> passage), `topics` (replacing `removed_topics`,
+    all the version had),
+    `retrieval` (a request applied), `active_version` (the graph's switch).
+    Removals: concepts, pairs, links and passages (a removed passage's turn
+    stays known). `kept_edges`: edges a tick listed that are not yet due
+    (the emitter's due times move later). `registers`: the version becomes
+    known (its first turn).
+    """
+
+    ref: GraphRef
+    meta: GraphMeta | None = None
+    concepts: tuple[ConceptState, ...] = ()
+    pairs: tuple[tuple[Edge, PairState], ...] = ()
+    created: frozenset[Edge] = frozenset()
+    passage: Passage | None = None
+    links: tuple[tuple[str, str], ...] = ()
+    registers: bool = False
+    removed_concepts: tuple[str, ...] = ()
+    removed_pairs: tuple[Edge, ...] = ()
+    removed_links: tuple[tuple[str, str], ...] = ()
+    removed_passages: tuple[str, ...] = ()
+    kept_edges: tuple[tuple[Edge, PairState], ...] = ()
+    topics: tuple[TopicNode, ...] | None = None
+    removed_topics: tuple[str, ...] = ()
+    retrieval: str | None = None
+    active_version: int | None = None
+    forgetting: Forgetting | None = None
+
+
+@singledispatch
+def evolve(event: object, slice_: Slice, params: GraphParams) -> Delta:
+    """The change `event` makes to the graph version in `slice_`."""
+    raise NotImplementedError(f"no evolve registered for {type(event).__name__}")
+
+
+def pair_after(old: PairState | None, at) -> PairState:  # noqa: ANN001 - a datetime
+    """A co-occurrence at event time `at`: c(x, y) + 1, last = max(last, at)
+    (the first one: count 1, last = at)."""
+    if old is None:
+        return PairState(1, at)
+    return PairState(old.count + 1, max(old.last, at))
+
+
+@evolve.register
+def _turn(event: TurnIngested, s: Slice, params: GraphParams) -> Delta:
+    """A turn not yet applied: each concept mentioned (`concept_after_mention`),
+    +1 on every pair of its distinct concepts, N + 1, clock = max, first_seen
+    = min, and its passage at place `seq` = N (0-based, log order)."""
+    at, meta = event.timestamp, s.meta
+    concepts = tuple(
+        concept_after_mention(s.concepts.get(c.id), c.id, c.text, c.importance, at, params, meta)
+        for c in event.concepts
+    )
+    ids = sorted(c.id for c in event.concepts)
+    passage = Passage(
+        turn_id=event.turn_id, speaker=event.speaker, text=event.text, timestamp=at,
+        session_id=event.session_id, metadata=event.metadata, concept_ids=tuple(ids), seq=meta.turns,
+    )
+    edges = list(combinations(ids, 2))
+    pairs = tuple((edge, pair_after(s.pairs.get(edge), at)) for edge in edges)
+    clock = at if meta.clock is None else max(meta.clock, at)
+    first_seen = at if meta.first_seen is None else min(meta.first_seen, at)
+    return Delta(
+        ref=s.ref,
+        meta=meta.model_copy(update={"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen}),
+        concepts=concepts,
+        pairs=pairs,
+        created=frozenset(edge for edge in edges if edge not in s.pairs),
+        passage=passage,
+        links=tuple((c.id, event.turn_id) for c in concepts),
+        registers=True,
+    )
+
+
+@evolve.register
+def _switch(event: GraphVersionSwitched, s: Slice, params: GraphParams) -> Delta:
+    """From here on the graph is served from and ingests into `event.version`."""
+    return Delta(ref=s.ref, active_version=event.version)
+
+
+@evolve.register
+def _retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Delta:
+    """Each boosted concept still in the graph: `concept_after_retrieval`
+    (A + on_grid(amount), retrievals + 1); the request is marked applied."""
+    boosted = tuple(
+        concept_after_retrieval(s.concepts[b.id], b.amount, event.timestamp, s.meta)
+        for b in event.boosts
+        if b.id in s.concepts
+    )
+    return Delta(ref=s.ref, concepts=boosted, retrieval=event.request_id)
+
+
+@evolve.register
+def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
+    """A tick at t: of what the event lists, what still qualifies at t
+    (`processors.pruning`: a concept reinforced since the decision is
+    kept), with the edges of removed concepts, their passage links, and the
+    passages no remaining concept links to. meta: decayed_to = t."""
+    at, decay = event.timestamp, event.params
+    listed = [s.concepts[c.id] for c in event.concepts if c.reason == "activation" and c.id in s.concepts]
+    concepts = [c.id for c in expired_concepts(listed, at, decay)]
+    edges = [(e.a, e.b) for e in expired_edges(s.pairs, at, decay)]
+    expired = set(edges)
+    kept = tuple((edge, pair) for edge, pair in s.pairs.items() if edge not in expired)
+    isolated = {c.id for c in event.concepts if c.reason == "isolated"}
+    neighbours = lambda cid: s.neighbours.get(cid, ())  # noqa: E731
+    concepts += [c.id for c in isolated_by(concepts, edges, neighbours, isolated.__contains__)]
+    gone = set(concepts)
+    all_edges = set(edges)
+    links = []
+    for cid in concepts:
+        all_edges.update((cid, other) if cid < other else (other, cid) for other in neighbours(cid))
+        links += [(cid, turn_id) for turn_id in s.sources.get(cid, ())]
+    touched = sorted({turn_id for _, turn_id in links})
+    orphaned = tuple(
+        turn_id
+        for turn_id in touched
+        if turn_id in s.passages
+        and not any((c, turn_id) in s.links for c in s.passages[turn_id].concept_ids if c not in gone)
+    )
+    return Delta(
+        ref=s.ref,
+        meta=s.meta.model_copy(update={"decayed_to": at, "decay": decay}),
+        removed_concepts=tuple(concepts),
+        removed_pairs=tuple(sorted(all_edges)),
+        removed_links=tuple(links),
+        removed_passages=orphaned,
+        kept_edges=kept,
+    )
+
+
+@evolve.register
+def _consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Delta:
+    """The event's topics replace the version's, each keeping only members
+    still in the graph, and only if two or more are left."""
+    topics = []
+    for topic in event.topics:
+        members = tuple(m for m in topic.members if m in s.present)
+        if len(members) >= 2:
+            topics.append(topic.model_copy(update={"members": members}))
+    meta = s.meta.model_copy(update={"consolidated_to": event.timestamp})
+    return Delta(ref=s.ref, meta=meta, topics=tuple(topics), removed_topics=s.topic_ids)
+
+
+@evolve.register
+def _forget(event: Forget, s: Slice, params: GraphParams) -> Delta:
+    """Turns: tombstoned; each version holding one is replaced by its re-fold
+    without them, or erased if none of its turns is left. The whole graph:
+    every version erased, every turn id it held tombstoned."""
+    if event.whole_graph:
+        erased = s.versions
+        tombstones = set().union(*(s.turn_ids.get(ref, frozenset()) for ref in erased))
+        refolded: dict[GraphRef, Records] = {}
+    else:
+        erased = tuple(ref for ref, records in s.refolds.items() if records is None)
+        refolded = {ref: records for ref, records in s.refolds.items() if records is not None}
+        tombstones = set(event.turn_ids)
+    forgetting = Forgetting(
+        graph_id=event.graph_id,
+        request_id=event.request_id,
+        tombstones=tuple(sorted(tombstones)),
+        refolded=refolded,
+        erased=tuple(erased),
+        clear_active=bool(erased) and all(ref in erased for ref in s.versions),
+    )
+    return Delta(ref=s.ref, forgetting=forgetting)

@@ -1,0 +1,137 @@
+"""A partition transaction: pending writes in front of a store, committed at once.
+
+As quix-streams' state transactions: events are applied to an in-memory
+overlay, reads see the overlay first, and `commit` writes all of it, with
+the log offset the state then reflects, in one atomic batch of the store
+(one RocksDB `WriteBatch`). Abandoning the overlay (a crash, `rollback`)
+leaves the store at its last commit; the events after that offset are
+read again and applied once (the projector's offset guard).
+
+Pending values are bytes, None (a delete), or a pydantic model kept
+decoded, so an event that reads a record an earlier one of the same
+transaction wrote does not parse it again; models are encoded at commit.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Iterator, Sequence, TypeVar
+
+from pydantic import BaseModel
+
+from state.store import Batch, PartitionStore
+
+M = TypeVar("M", bound=BaseModel)
+Pending = bytes | BaseModel | None
+
+
+def _raw(value: Pending) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return value.model_dump_json().encode()
+
+
+class Transaction(PartitionStore):
+    """A `PartitionStore` whose writes wait in memory until `commit`."""
+
+    def __init__(self, store: PartitionStore) -> None:
+        self.store = store
+        self._pending: dict[bytes, Pending] = {}
+        self._sorted: list[bytes] | None = []  # pending keys in order; None: to sort again
+
+    def __len__(self) -> int:
+        """Pending keys."""
+        return len(self._pending)
+
+    def get(self, key: bytes) -> bytes | None:
+        if key in self._pending:
+            return _raw(self._pending[key])
+        return self.store.get(key)
+
+    def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        pending = self._pending
+        missing = [k for k in keys if k not in pending]
+        found = dict(zip(missing, self.store.multi_get(missing))) if missing else {}
+        return [_raw(pending[k]) if k in pending else found[k] for k in keys]
+
+    def get_models(self, keys: Sequence[bytes], model: type[M]) -> list[M | None]:
+        """The records at `keys` as `model`s (None where absent), parsing only
+        what is not pending already decoded."""
+        pending = self._pending
+        missing = [k for k in keys if k not in pending]
+        found = dict(zip(missing, self.store.multi_get(missing))) if missing else {}
+        out: list[M | None] = []
+        for k in keys:
+            value = pending[k] if k in pending else found[k]
+            if value is None or isinstance(value, BaseModel):
+                out.append(value)  # type: ignore[arg-type]
+            else:
+                out.append(model.model_validate_json(value))
+        return out
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The store's items merged with the pending ones, in key order."""
+        mine = self._pending_with(prefix)
+        theirs = self.store.scan(prefix)
+        i = 0
+        for key, value in theirs:
+            while i < len(mine) and mine[i] < key:
+                raw = _raw(self._pending[mine[i]])
+                if raw is not None:
+                    yield mine[i], raw
+                i += 1
+            if i < len(mine) and mine[i] == key:
+                raw = _raw(self._pending[key])
+                i += 1
+                if raw is not None:
+                    yield key, raw
+                continue
+            yield key, value
+        for key in mine[i:]:
+            raw = _raw(self._pending[key])
+            if raw is not None:
+                yield key, raw
+
+    def _pending_with(self, prefix: bytes) -> list[bytes]:
+        if self._sorted is None:
+            self._sorted = sorted(self._pending)
+        start = bisect.bisect_left(self._sorted, prefix)
+        keys = []
+        for key in self._sorted[start:]:
+            if not key.startswith(prefix):
+                break
+            keys.append(key)
+        return keys
+
+    def write(self, batch: Batch) -> None:
+        """Stage a batch (applied to the store at `commit`)."""
+        self.stage(batch)
+
+    def stage(self, batch: dict[bytes, Pending] | Batch) -> None:
+        pending = self._pending
+        if self._sorted is not None and any(k not in pending for k in batch):
+            self._sorted = None
+        pending.update(batch)
+
+    def put(self, key: bytes, value: Pending) -> None:
+        if self._sorted is not None and key not in self._pending:
+            self._sorted = None
+        self._pending[key] = value
+
+    def commit(self, extra: Batch | None = None) -> None:
+        """Write every pending change and `extra` in one atomic batch of the store."""
+        batch = {key: _raw(value) for key, value in self._pending.items()}
+        if extra:
+            batch.update(extra)
+        if batch:
+            self.store.write(batch)
+        self.rollback()
+
+    def rollback(self) -> None:
+        """Drop every pending change (the store stays at its last commit)."""
+        self._pending = {}
+        self._sorted = []
+
+    def close(self) -> None:
+        self.rollback()
+        self.store.close()
