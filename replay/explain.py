@@ -19,7 +19,6 @@ from processors.graph import ConceptState, GraphParams, GraphRef, activation_at
 from replay.reader import LogRecord
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
-from state.scheduler import ref_of
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ def explain(
             continue
         if event.graph_id != graph_id:
             continue
-        ref = ref_of(state, event)
+        ref = state.ref_of(event)
         if version is not None and ref.version != version:
             state.apply(event, record.offset)
             continue

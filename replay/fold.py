@@ -18,11 +18,7 @@ from processors.errors import DecodeError
 from processors.events import GraphEvent
 from replay.reader import LogRecord
 from state.projector import Outcome, PartitionState
-
-# Events applied between two commits of a rebuilding state: large enough
-# that a commit's cost vanishes per event, small enough that the pending
-# records of one transaction stay a few MiB.
-COMMIT_EVERY = 2000
+from state.transaction import COMMIT_EVERY
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """An in-process log and worker: what the live pipeline does, without Kafka.
 
-Events are appended to a list (the log), applied in order through the one
-fold, and whatever the scheduler finds due afterwards is appended too,
-exactly as the live apply agent does. Queries answered here append their
-reinforcement like the live query agent. Used by simulations, tests and
-the evaluation command, and its log replays like the real one.
+Events are appended to a list (the log) and handed, in order, to the same
+step function as the live apply agent (`state.steps`); whatever becomes due
+is appended too. Queries answered here append their reinforcement like the
+live query agent. The state commits every `COMMIT_EVERY` events (reads see
+what is not committed yet). Used by simulations, tests and the evaluation
+command, and its log replays like the real one.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from processors.activation import ActivationParams
-from processors.events import ActivationQuery, ActivationReply, GraphEvent
+from processors.events import ActivationQuery, ActivationReply, ErrorReply, GraphEvent
+from processors.errors import QueryError
 from processors.extract import ExtractionParams
 from processors.graph import GraphParams
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
-from state.retrieval import answer, reinforcement
-from state.scheduler import Scheduler, active_ref, ref_of
+from state.scheduler import active_ref
+from state.steps import PartitionWorker
 from state.store import PartitionStore
+from state.transaction import COMMIT_EVERY
 
 _NO_WALL = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -29,10 +32,17 @@ _NO_WALL = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class LocalLog:
     def __init__(self, params: GraphParams, store: PartitionStore | None = None) -> None:
         self.params = params
-        self.state = PartitionState(store or MemoryStore(), params)
-        self.scheduler = Scheduler(params)
+        self.worker = PartitionWorker(PartitionState(store or MemoryStore(), params), params)
         self.log: list[GraphEvent] = []
         self.outcomes: list[Outcome] = []
+
+    @property
+    def state(self) -> PartitionState:
+        return self.worker.state
+
+    @property
+    def scheduler(self):  # noqa: ANN201 - the worker's Scheduler
+        return self.worker.scheduler
 
     def append(self, event: GraphEvent) -> None:
         """Append and apply `event`, then everything that becomes due because of it."""
@@ -40,10 +50,11 @@ class LocalLog:
         while queue:
             event = queue.popleft()
             self.log.append(event)
-            self.outcomes.append(self.state.apply(event, len(self.log) - 1))
-            ref = ref_of(self.state, event)
-            self.scheduler.applied(event, ref, _NO_WALL)
-            queue.extend(self.scheduler.due(self.state, ref))
+            outcome, due = self.worker.on_graph_event(event, len(self.log) - 1, _NO_WALL)
+            self.outcomes.append(outcome)
+            queue.extend(due)
+            if len(self.log) % COMMIT_EVERY == 0:
+                self.state.commit()
 
     def extend(self, events: Iterable[GraphEvent]) -> None:
         for event in events:
@@ -58,9 +69,9 @@ class LocalLog:
         self, query: ActivationQuery, activation: ActivationParams, extraction: ExtractionParams
     ) -> ActivationReply:
         """Answer like the query agent, appending the reinforcement it emits."""
-        reply = answer(self.state, query, activation, extraction, lambda: 0.0)
-        retrieved = reinforcement(self.state, query, reply, self.params)
-        if retrieved is not None:
-            self.append(retrieved)
+        self.worker.activation, self.worker.extraction = activation, extraction
+        reply, due = self.worker.on_request(query, lambda: 0.0)
+        if isinstance(reply, ErrorReply):
+            raise QueryError(reply.code, reply.message)
+        self.extend(due)
         return reply
-

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from processors.dynamics import window_start
-from processors.events import Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, TurnIngested
+from processors.events import Consolidate, Decay, Forget, GraphEvent, TurnIngested
 from processors.graph import GraphParams, GraphRef
 from processors.pruning import expired_concepts, expired_edges, isolated_by
 from processors.topics import topics_of
@@ -36,15 +36,6 @@ Trigger = Literal["window", "idle", "manual"]
 
 def active_ref(state: PartitionState, graph_id: str) -> GraphRef:
     return GraphRef(graph_id, state.repo.active_version(graph_id))
-
-
-def ref_of(state: PartitionState, event: GraphEvent) -> GraphRef:
-    """The graph version an event applies to (a live turn: the active one)."""
-    if isinstance(event, GraphVersionSwitched):
-        return GraphRef(event.graph_id, event.version)
-    if isinstance(event, Forget):
-        return active_ref(state, event.graph_id)
-    return GraphRef(event.graph_id, event.graph_version) if event.graph_version else active_ref(state, event.graph_id)
 
 
 class Scheduler:

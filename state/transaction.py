@@ -22,6 +22,13 @@ from pydantic import BaseModel
 from state.store import Batch, PartitionStore
 
 M = TypeVar("M", bound=BaseModel)
+
+# Events applied between two commits where nothing waits on a commit
+# (replay, recovery, the forget re-fold, the in-process log): large enough
+# that a commit's cost vanishes per event, small enough that one
+# transaction's pending records stay a few MiB.
+COMMIT_EVERY = 2000
+
 Pending = bytes | BaseModel | None
 
 

@@ -1,13 +1,15 @@
 """The Faust app and its three thin agents.
 
 - `extract`:  emgas.turns        -> concept extraction -> emgas.graph-events
-- `apply`:    emgas.graph-events -> the fold (`state.projector`) -> local state
-- `serve`:    emgas.queries      -> spreading activation -> the query's reply_to,
+- `apply`:    emgas.graph-events -> `on_graph_event` -> local state, and the
+              ticks it makes due -> emgas.graph-events
+- `serve`:    emgas.queries      -> `on_request` -> the query's reply_to,
               and its reinforcement -> emgas.graph-events
 
-After applying an event, and on a timer for idle graphs, the worker
-appends the decay ticks and consolidations that became due
-(`state.scheduler`) to emgas.graph-events: forgetting is in the log.
+The agents decode, call one step function (`state.steps`), persist and
+emit. The apply agent takes events in batches and commits each batch as
+`streams.checkpoint` says; on a timer, the worker appends the ticks due to
+idle graphs: forgetting is in the log.
 
 `emgas.graph-events` and `emgas.queries` have the same partition count and
 key (graph_id, murmur2), and Faust's assignor gives partition p of both to
@@ -32,14 +34,11 @@ import faust
 from faust.types import TP
 
 from processors.codec import decode_graph_event, decode_request, decode_turn, encode
-from processors.errors import DecodeError, QueryError
-from processors.events import (
-    ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, Forget, GraphEvent, StatsQuery,
-)
+from processors.errors import DecodeError
+from processors.events import ActivationReply, Forget, GraphEvent
 from processors.extract import extractor_id, ingest_all
-from state.digest import partition_digests
-from state.retrieval import answer, graph_stats, reinforcement
-from state.scheduler import Scheduler, ref_of
+from state.steps import error_reply
+from streams.checkpoint import Checkpoint
 from streams.dlq import dead_letter
 from streams.faust_transport import App
 from streams.metrics import Metrics, register_pages
@@ -72,7 +71,9 @@ def create_app(settings: Settings) -> faust.App:
         key_serializer="raw",
         value_serializer="raw",
     )
-    states = PartitionStates(data_dir / "state", settings.graph)
+    states = PartitionStates(
+        data_dir / "state", settings.graph, settings.activation, settings.extraction, settings.worker_name
+    )
     recovery = Recovery(settings, states)
     app.on_partitions_assigned.connect(recovery.on_assigned)
     app.on_partitions_revoked.connect(recovery.on_revoked)
@@ -138,15 +139,18 @@ def _register_agents(
     graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
     queries = _topic(app, settings.queries_topic, settings.partitions)
     extractor = extractor_id(settings.extraction)
-    scheduler = Scheduler(settings.graph)
     extraction = Extraction(settings, extractor)
 
+    async def send_event(event: GraphEvent) -> Any:
+        """Produce a graph event; the future of its acknowledgement."""
+        ack = await app.producer.send(
+            settings.graph_events_topic, event.graph_id.encode(), encode(event), None, None, None
+        )
+        metrics.emitted.labels(event.type).inc()
+        return ack
+
     async def append(events: Iterable[GraphEvent]) -> None:
-        for event in events:
-            await app.producer.send_and_wait(
-                settings.graph_events_topic, event.graph_id.encode(), encode(event), None, None, None
-            )
-            metrics.emitted.labels(event.type).inc()
+        await asyncio.gather(*[await send_event(event) for event in events])
 
     async def to_dlq(message: Any, err: DecodeError) -> None:
         log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
@@ -190,22 +194,34 @@ def _register_agents(
 
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
-        async for message, graph_event in decoded(stream, decode_graph_event):
-            # A partition revoked while it caught up is skipped here: its new
-            # owner reads the log from its own state's offset.
-            if await recovery.wait(message.partition):
-                state = states.get(message.partition)
-                refolds = None
-                if isinstance(graph_event, Forget) and message.offset > state.applied_offset:
-                    # Re-folding a graph takes a replay of it: off the event
-                    # loop, so heartbeats and queries go on meanwhile. It only
-                    # reads, and this partition's events wait for it.
-                    refolds = await asyncio.to_thread(state.refolds, graph_event)
-                outcome = state.apply(graph_event, message.offset, refolds)
-                metrics.applied.labels(graph_event.type, outcome.value).inc()
-                ref = ref_of(state, graph_event)
-                scheduler.applied(graph_event, ref, datetime.now(timezone.utc))
-                await append(scheduler.due(state, ref))
+        async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
+            checkpoint = Checkpoint(send_event)
+            for event in events:
+                await apply_one(event.message, checkpoint)
+            await checkpoint.commit()
+
+    async def apply_one(message: Any, checkpoint: Checkpoint) -> None:
+        try:
+            graph_event = guarded(decode_graph_event, message.value)
+        except DecodeError as err:
+            await to_dlq(message, err)
+            return
+        # A partition revoked while it caught up is skipped here: its new
+        # owner reads the log from its own state's offset.
+        if not await recovery.wait(message.partition):
+            return
+        worker = states.worker(message.partition)
+        refolds = None
+        if isinstance(graph_event, Forget) and message.offset > worker.state.applied_offset:
+            # Re-folding a graph takes a replay of it: off the event loop, so
+            # heartbeats and queries go on meanwhile. It reads committed
+            # state only, and this partition's events wait for it.
+            await checkpoint.commit()
+            refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
+        wall = datetime.now(timezone.utc)
+        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds)
+        metrics.applied.labels(graph_event.type, outcome.value).inc()
+        checkpoint.add(worker, due)
 
     if settings.graph.idle_check_s > 0:
 
@@ -214,27 +230,22 @@ def _register_agents(
             """Ticks due by the window (missed before a restart) or by idleness."""
             wall = datetime.now(timezone.utc)
             for partition in recovery.ready_partitions():
-                state = states.get(partition)
-                for ref in sorted(state.views):
-                    await append(scheduler.due(state, ref))
-                await append(scheduler.idle_due(state, wall))
+                await append(states.worker(partition).on_timer(wall))
 
     @app.agent(queries, name="serve")
     async def serve_queries(stream: Any) -> None:
         async for message, request in decoded(stream, decode_request):
             if await recovery.wait(message.partition):
-                reply = _reply(states, message.partition, request, settings)
+                reply, due = states.worker(message.partition).on_request(request, time.perf_counter)
             else:
-                reply = _error(request, "partition_moved", "the graph moved to another worker; ask again")
+                reply, due = error_reply(request, "partition_moved", "the graph moved to another worker; ask again"), []
             metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
             if isinstance(reply, ActivationReply):
                 metrics.latency.observe(reply.timings.total_ms / 1000.0)
             await app.producer.send_and_wait(
                 request.reply_to, request.request_id.encode(), encode(reply), None, None, None
             )
-            if isinstance(reply, ActivationReply):
-                retrieved = reinforcement(states.get(message.partition), request, reply, settings.graph)
-                await append([retrieved] if retrieved else [])
+            await append(due)
 
 
 class Extraction:
@@ -261,26 +272,3 @@ class Extraction:
         chunks = [turns[i : i + size] for i in range(0, len(turns), size)]
         done = await asyncio.gather(*(loop.run_in_executor(self._pool, ingest_all, c, params, self.extractor) for c in chunks))
         return [ingested for chunk in done for ingested in chunk]
-
-
-def _reply(states: PartitionStates, partition: int, request: ActivationQuery | DigestQuery | StatsQuery, settings: Settings) -> Any:
-    state = states.get(partition)
-    try:
-        if isinstance(request, StatsQuery):
-            return graph_stats(state, request)
-        if isinstance(request, DigestQuery):
-            return DigestReply(
-                request_id=request.request_id, worker=settings.worker_name, partition=partition,
-                applied_offset=state.applied_offset,
-                graphs=tuple(partition_digests(state.repo, request.graph_id)),
-            )
-        return answer(state, request, settings.activation, settings.extraction, time.perf_counter)
-    except QueryError as err:
-        return _error(request, err.code, err.message)
-    except Exception as exc:  # a bug must not kill the agent or leave a client hanging
-        log.exception("request %s failed", request.request_id)
-        return _error(request, "internal_error", f"{type(exc).__name__}: {exc}")
-
-
-def _error(request: ActivationQuery | DigestQuery | StatsQuery, code: str, message: str) -> ErrorReply:
-    return ErrorReply(request_id=request.request_id, graph_id=request.graph_id, code=code, message=message)

@@ -1,4 +1,4 @@
-"""The worker's partition states: one RocksDB store per graph-events partition."""
+"""The worker's partitions: one RocksDB store, state and step functions per graph-events partition."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import logging
 import shutil
 from pathlib import Path
 
+from processors.activation import ActivationParams
+from processors.extract import ExtractionParams
 from processors.graph import GraphParams
 from state.projector import PartitionState
 from state.repository import STATE_FORMAT, GraphRepository
 from state.rocks import RocksStore
+from state.steps import PartitionWorker
 
 log = logging.getLogger(__name__)
 
@@ -17,19 +20,36 @@ log = logging.getLogger(__name__)
 class PartitionStates:
     """Opens partition stores under `root` on first use and keeps them open."""
 
-    def __init__(self, root: Path, params: GraphParams) -> None:
+    def __init__(
+        self,
+        root: Path,
+        params: GraphParams,
+        activation: ActivationParams | None = None,
+        extraction: ExtractionParams | None = None,
+        name: str = "local",
+    ) -> None:
         self.root = root
         self.params = params
-        self._open: dict[int, PartitionState] = {}
+        self.activation = activation
+        self.extraction = extraction
+        self.name = name
+        self._open: dict[int, PartitionWorker] = {}
 
     def _path(self, partition: int) -> Path:
         return self.root / f"partition-{partition}"
 
     def get(self, partition: int) -> PartitionState:
-        state = self._open.get(partition)
-        if state is None:
-            state = self._open[partition] = PartitionState(self._store(partition), self.params)
-        return state
+        return self.worker(partition).state
+
+    def worker(self, partition: int) -> PartitionWorker:
+        """The partition's state with its step functions, opened on first use."""
+        worker = self._open.get(partition)
+        if worker is None:
+            state = PartitionState(self._store(partition), self.params)
+            worker = self._open[partition] = PartitionWorker(
+                state, self.params, self.activation, self.extraction, self.name, partition
+            )
+        return worker
 
     def _store(self, partition: int) -> RocksStore:
         """The partition's store; one in an older state format is dropped, so
@@ -45,6 +65,6 @@ class PartitionStates:
         return RocksStore(path)
 
     def close(self) -> None:
-        for state in self._open.values():
-            state.close()
+        for worker in self._open.values():
+            worker.state.close()
         self._open.clear()

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     # most extract_batch_wait_s for them) and awaits their sends together.
     extract_batch: int = Field(default=200, ge=1, le=10_000)
     extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
+    # The apply agent applies up to this many graph events at a time (waiting
+    # at most apply_batch_wait_s for them), then emits what became due and
+    # commits the partition states once (see `streams.checkpoint`).
+    apply_batch: int = Field(default=500, ge=1, le=10_000)
+    apply_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
     # Processes that run extraction, so it overlaps with Kafka and the fold
     # in the worker's own process (0: extract in the worker's event loop).
     extract_processes: int = Field(default=0, ge=0, le=64)

@@ -1,0 +1,106 @@
+"""The step functions of a partition: what every driver of the state calls.
+
+The live agents (`streams.app`) and the in-process log (`state.driver`)
+decode, call one of these, persist and emit, and nothing else:
+
+- `on_graph_event`: apply one graph event (`state.projector`), and return
+  the events that became due because of it (decay ticks, consolidations:
+  `state.scheduler`), for the caller to append to the log;
+- `on_request`: answer a query, a digest or a stats request from the state
+  (reads only), and return the events the answer asks for (the retrieval's
+  reinforcement);
+- `on_timer`: the events due by the window (missed before a restart) or by
+  a graph's idleness at wall time `wall`.
+
+The scheduler is a reader: it decides from the applied state (its views'
+due times, moved by the deltas mirrored into them) and remembers only what
+it emitted and when each graph last got a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Callable
+
+from processors.activation import ActivationParams
+from processors.errors import QueryError
+from processors.events import (
+    ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, Reply, StatsQuery,
+)
+from processors.extract import ExtractionParams
+from processors.graph import GraphParams
+from state.digest import partition_digests
+from state.projector import Outcome, PartitionState, Refolds
+from state.retrieval import answer, graph_stats, reinforcement
+from state.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+Request = ActivationQuery | DigestQuery | StatsQuery
+Clock = Callable[[], float]  # seconds, monotonic: the query's stage timings
+
+
+class PartitionWorker:
+    """One partition's state and its scheduler, driven by events and requests."""
+
+    def __init__(
+        self,
+        state: PartitionState,
+        params: GraphParams,
+        activation: ActivationParams | None = None,
+        extraction: ExtractionParams | None = None,
+        name: str = "local",
+        partition: int = 0,
+    ) -> None:
+        self.state = state
+        self.params = params
+        self.scheduler = Scheduler(params)
+        self.activation = activation or ActivationParams()
+        self.extraction = extraction or ExtractionParams()
+        self.name = name
+        self.partition = partition
+
+    def on_graph_event(
+        self, event: GraphEvent, offset: int, wall: datetime, raw: bytes | None = None, refolds: Refolds | None = None
+    ) -> tuple[Outcome, list[GraphEvent]]:
+        """Apply `event` at log `offset` (`wall`: when, for the idle clock);
+        the outcome and the events now due for its graph version."""
+        outcome = self.state.apply(event, offset, refolds, raw)
+        ref = self.state.ref_of(event)
+        self.scheduler.applied(event, ref, wall)
+        return outcome, self.scheduler.due(self.state, ref)
+
+    def on_request(self, request: Request, clock: Clock) -> tuple[Reply, list[GraphEvent]]:
+        """The reply to `request` and the events it asks to append; a query the
+        state cannot answer is an `ErrorReply` with the reason's code."""
+        try:
+            if isinstance(request, StatsQuery):
+                return graph_stats(self.state, request), []
+            if isinstance(request, DigestQuery):
+                return self._digests(request), []
+            reply = answer(self.state, request, self.activation, self.extraction, clock)
+        except QueryError as err:
+            return error_reply(request, err.code, err.message), []
+        except Exception as exc:  # noqa: BLE001 - a bug must not leave a client hanging
+            log.exception("request %s failed", request.request_id)
+            return error_reply(request, "internal_error", f"{type(exc).__name__}: {exc}"), []
+        retrieved = reinforcement(self.state, request, reply, self.params)
+        return reply, [retrieved] if retrieved is not None else []
+
+    def _digests(self, request: DigestQuery) -> DigestReply:
+        return DigestReply(
+            request_id=request.request_id, worker=self.name, partition=self.partition,
+            applied_offset=self.state.applied_offset,
+            graphs=tuple(partition_digests(self.state.repo, request.graph_id)),
+        )
+
+    def on_timer(self, wall: datetime) -> list[GraphEvent]:
+        """Ticks due by the window (missed before a restart) or by idleness."""
+        due: list[GraphEvent] = []
+        for ref in sorted(self.state.views):
+            due += self.scheduler.due(self.state, ref)
+        return due + self.scheduler.idle_due(self.state, wall)
+
+
+def error_reply(request: Request, code: str, message: str) -> ErrorReply:
+    return ErrorReply(request_id=request.request_id, graph_id=request.graph_id, code=code, message=message)
