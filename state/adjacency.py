@@ -7,10 +7,12 @@ changes is replaced by its own pair of arrays (a view rebuild folds those
 back into the CSR). A dict of dicts costs over 150 bytes per edge. A query
 reads a row as it is (no copy, no cache to invalidate).
 
-A turn updates its concepts' rows with one sorted merge per row
-(`add_clique`), not one insertion per pair, so the numpy call overhead is
-paid once per concept per turn. Rows are replaced, never resized in place,
-so a row handed to a reader stays valid.
+A turn's clique (`add_clique`) is only queued; the queued cliques are
+merged into their rows at the next read, all at once (one sort of every
+queued pair with the touched rows' entries), so a fold that reads rows
+rarely (a decay tick, a query) pays the numpy call overhead once per
+touched row per read, not once per concept per turn. Rows are replaced,
+never resized in place, so a row handed to a reader stays valid.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ class Adjacency:
         self._base_idx = _EMPTY_IDX
         self._base_cnt = _EMPTY_CNT
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.edges = 0
+        self._edges = 0
+        self._queued: list[np.ndarray] = []  # cliques (sorted, distinct nodes) not merged yet
+
+    @property
+    def edges(self) -> int:
+        self._merge_queued()
+        return self._edges
 
     def add_node(self) -> int:
         self._n += 1
@@ -45,10 +53,13 @@ class Adjacency:
     @property
     def changed_rows(self) -> int:
         """Rows held outside the loaded CSR (a rebuild folds them back in)."""
+        self._merge_queued()
         return len(self._rows)
 
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
+        if self._queued:
+            self._merge_queued()
         changed = self._rows.get(i)
         if changed is not None:
             return changed
@@ -80,9 +91,41 @@ class Adjacency:
         members = np.unique(np.fromiter(nodes, dtype=np.int32))
         if len(members) < 2:
             return
+        if increment == 1:
+            self._queued.append(members)
+            return
         for i in members.tolist():
             others = members[members != i]
             self._merge(i, others, np.full(len(others), increment, dtype=np.int32))
+
+    def _merge_queued(self) -> None:
+        """Merge every queued clique into its rows: the touched rows' entries
+        and the queued pairs (+1 each) summed by (row, neighbour) in one sort."""
+        if not self._queued:
+            return
+        cliques, self._queued = self._queued, []
+        src = np.concatenate([np.repeat(m, len(m)) for m in cliques]).astype(np.int64)
+        dst = np.concatenate([np.tile(m, len(m)) for m in cliques]).astype(np.int64)
+        distinct = src != dst
+        src, dst = src[distinct], dst[distinct]
+        touched = np.unique(src)
+        rows = [self.row(i) for i in touched.tolist()]
+        sizes = np.array([len(idx) for idx, _ in rows], dtype=np.int64)
+        old_src = np.repeat(touched, sizes)
+        old_dst = np.concatenate([idx for idx, _ in rows] + [_EMPTY_IDX]).astype(np.int64)
+        old_cnt = np.concatenate([cnt for _, cnt in rows] + [_EMPTY_CNT]).astype(np.int64)
+        n = max(self._n, 1)
+        keys = np.concatenate([old_src * n + old_dst, src * n + dst])
+        counts = np.concatenate([old_cnt, np.ones(len(src), dtype=np.int64)])
+        unique, inverse = np.unique(keys, return_inverse=True)
+        summed = np.bincount(inverse, weights=counts, minlength=len(unique)).astype(np.int32)
+        self._edges += (len(unique) - len(old_src)) // 2  # each new edge appears from both ends
+        row_of = unique // n
+        neighbour = (unique % n).astype(np.int32)
+        bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
+        for k, i in enumerate(touched.tolist()):
+            lo, hi = bounds[k], bounds[k + 1]
+            self._rows[i] = (neighbour[lo:hi].copy(), summed[lo:hi].copy())
 
     def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
         """Set the rows from whole pair lists (a[k], b[k]) -> counts[k], a != b,
@@ -95,7 +138,8 @@ class Adjacency:
         self._indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
         self._base_n = self._n
         self._rows = {}
-        self.edges = len(a)
+        self._queued = []
+        self._edges = len(a)
 
     def add(self, a: int, b: int, count: int) -> None:
         """+count on the pair (a, b), both directions (loading stored pairs)."""
@@ -113,7 +157,7 @@ class Adjacency:
             self._set(i, idx, cnt)
             return
         # Each new undirected edge is merged from both ends: count it at its lower end.
-        self.edges += int(np.count_nonzero(~found & (others > i)))
+        self._edges += int(np.count_nonzero(~found & (others > i)))
         merged_idx = np.insert(idx, pos[~found], others[~found])
         merged_cnt = np.insert(cnt, pos[~found], 0)
         where = np.searchsorted(merged_idx, others)
@@ -124,7 +168,7 @@ class Adjacency:
         """Drop the edge (a, b); whether it existed."""
         existed = self._drop(a, b)
         self._drop(b, a)
-        self.edges -= existed
+        self._edges -= existed
         return existed
 
     def _drop(self, i: int, j: int) -> bool:
@@ -140,11 +184,12 @@ class Adjacency:
         neighbours = self.neighbours(i)
         for j in neighbours:
             self._drop(j, i)
-        self.edges -= len(neighbours)
+        self._edges -= len(neighbours)
         self._set(i, _EMPTY_IDX, _EMPTY_CNT)
         return neighbours
 
     def resident_bytes(self) -> int:
         """Bytes of the rows' data (not the Python objects around them)."""
+        self._merge_queued()
         changed = sum(idx.nbytes + cnt.nbytes for idx, cnt in self._rows.values())
         return self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + changed

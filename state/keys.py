@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from typing import Iterable
 
 from processors.graph import GraphRef
 
@@ -62,6 +63,15 @@ def concept_passage(ref: GraphRef, cid: str, turn_id: str) -> bytes:
 def pair(ref: GraphRef, a: str, b: str) -> bytes:
     lo, hi = (a, b) if a < b else (b, a)
     return section(ref, b"p") + lo.encode() + SEP + hi.encode()
+
+
+def pair_keys(ref: GraphRef, edges: Iterable[tuple[str, str]]) -> list[bytes]:
+    """`pair(ref, a, b)` of each edge, the section prefix looked up once."""
+    prefix = section(ref, b"p")
+    return [
+        prefix + a.encode() + SEP + b.encode() if a <= b else prefix + b.encode() + SEP + a.encode()
+        for a, b in edges
+    ]
 
 
 def passage(ref: GraphRef, turn_id: str) -> bytes:

@@ -121,12 +121,16 @@ class GraphRepository:
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         edges = list(edges)
-        raws = self.store.multi_get([keys.pair(ref, a, b) for a, b in edges])
+        raws = self.store.multi_get(keys.pair_keys(ref, edges))
         found = {}
+        times: dict[int, datetime] = {}  # pairs of one turn often share their last time
         for edge, raw in zip(edges, raws):
             if raw is not None:
                 count, last = keys.decode_pair(raw)
-                found[edge] = PairState(count, from_us(last))
+                at = times.get(last)
+                if at is None:
+                    at = times[last] = from_us(last)
+                found[edge] = PairState(count, at)
         return found
 
     def sources(self, ref: GraphRef, cid: str) -> list[str]:
@@ -161,8 +165,13 @@ class GraphRepository:
             put(keys.concept(ref, concept.id), concept)
         for cid, turn_id in delta.links:
             put(keys.concept_passage(ref, cid, turn_id), b"")
-        for (a, b), pair in delta.pairs:
-            put(keys.pair(ref, a, b), keys.encode_pair(pair.count, to_us(pair.last)))
+        if delta.pairs:
+            times: dict[datetime, int] = {}
+            for key, (_, pair) in zip(keys.pair_keys(ref, (edge for edge, _ in delta.pairs)), delta.pairs):
+                at = times.get(pair.last)
+                if at is None:
+                    at = times[pair.last] = to_us(pair.last)
+                put(key, keys.encode_pair(pair.count, at))
         self._stage_removals(delta)
         if delta.topics is not None:
             for topic_id in delta.removed_topics:
@@ -182,8 +191,8 @@ class GraphRepository:
         ref, put = delta.ref, self.store.put
         for cid in delta.removed_concepts:
             put(keys.concept(ref, cid), None)
-        for a, b in delta.removed_pairs:
-            put(keys.pair(ref, a, b), None)
+        for key in keys.pair_keys(ref, delta.removed_pairs):
+            put(key, None)
         for cid, turn_id in delta.removed_links:
             put(keys.concept_passage(ref, cid, turn_id), None)
         for turn_id in delta.removed_passages:

@@ -115,14 +115,11 @@ class Transaction(PartitionStore):
         self.stage(batch)
 
     def stage(self, batch: dict[bytes, Pending] | Batch) -> None:
-        pending = self._pending
-        if self._sorted is not None and any(k not in pending for k in batch):
-            self._sorted = None
-        pending.update(batch)
+        self._sorted = None
+        self._pending.update(batch)
 
     def put(self, key: bytes, value: Pending) -> None:
-        if self._sorted is not None and key not in self._pending:
-            self._sorted = None
+        self._sorted = None  # scans are rare: they sort the pending keys again
         self._pending[key] = value
 
     def commit(self, extra: Batch | None = None) -> None:

@@ -58,6 +58,7 @@ class GraphView:
         self._topic_members: list[np.ndarray] = []  # per topic: its members' node indices
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
         self._concept_due: list[tuple[float, str]] = []
+        self._latest_due: dict[str, float] = {}  # per live concept: its newest due time
         self._edge_due: list[tuple[float, str, str]] = []
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
@@ -90,7 +91,6 @@ class GraphView:
         slack = 1024
         return (
             self.dead > self.concepts + slack
-            or len(self._concept_due) > 4 * self.concepts + slack
             or len(self._edge_due) > 4 * self.edges + slack
             or self._adjacency.changed_rows > self.concepts // 2 + slack
         )
@@ -146,15 +146,17 @@ class GraphView:
         self.place(delta.passage)
         for concept in delta.concepts:
             i = self.node(concept.id, concept.text)
+            self.texts[i] = concept.text  # the earliest mention's, which may change
             self.set_count(i, concept.count)
             self.passage_ids[i].append(turn_id)
             self.note_concept(concept)
         self._adjacency.add_clique(self.index[c.id] for c in delta.concepts)
-        # A new edge gets a due time; a repeated co-occurrence only moves it
-        # later, and the scheduler re-files an edge it finds not yet due.
-        for edge, pair in delta.pairs:
-            if edge in delta.created:
-                self.note_edge(edge, pair)
+        # A new edge (count 1, last = the turn's time) gets a due time; a
+        # repeated co-occurrence only moves it later, and the scheduler
+        # re-files an edge it finds not yet due.
+        due = edge_due_s(PairState(1, delta.passage.timestamp), self.decay)
+        for a, b in sorted(delta.created):
+            heapq.heappush(self._edge_due, (due, a, b))
         self.turns = delta.meta.turns
 
     def place(self, passage: Passage) -> None:
@@ -179,7 +181,13 @@ class GraphView:
         return found
 
     def note_concept(self, concept: ConceptState) -> None:
-        heapq.heappush(self._concept_due, (concept_due_s(concept, self.decay), concept.id))
+        due = self._latest_due[concept.id] = concept_due_s(concept, self.decay)
+        heapq.heappush(self._concept_due, (due, concept.id))
+        if len(self._concept_due) > 4 * len(self._latest_due) + 1024:
+            # Stale entries outnumber live ones: keep each live concept's newest
+            # (what loading the view from the store files).
+            self._concept_due = [(d, cid) for cid, d in self._latest_due.items()]
+            heapq.heapify(self._concept_due)
 
     def note_edge(self, edge: Edge, pair: PairState) -> None:
         heapq.heappush(self._edge_due, (edge_due_s(pair, self.decay), *edge))
@@ -230,6 +238,7 @@ class GraphView:
     def remove_concept(self, cid: str) -> None:
         """Drop a concept, its edges and its passage links (its slot stays, dead)."""
         i = self.index.pop(cid)
+        self._latest_due.pop(cid, None)
         self._adjacency.clear(i)
         self._counts[i] = 0
         self.passage_ids[i] = []
