@@ -232,6 +232,14 @@ def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested
     )
 
 
-def ingest_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[TurnIngested]:
-    """`ingest` of each turn, in order (a module-level function: it can run in another process)."""
-    return [ingest(turn, params, extractor) for turn in turns]
+def ingest_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[TurnIngested | str]:
+    """`ingest` of each turn, in order (a module-level function: it can run in
+    another process). Errors are data: a turn whose extraction raises gives
+    the error's text in its place, and the rest of the batch goes on."""
+    results: list[TurnIngested | str] = []
+    for turn in turns:
+        try:
+            results.append(ingest(turn, params, extractor))
+        except Exception as exc:  # noqa: BLE001 - reported per turn (the DLQ), never the batch's end
+            results.append(f"{type(exc).__name__}: {exc}")
+    return results

@@ -180,15 +180,18 @@ def _register_agents(
             for event in events:
                 try:
                     now = datetime.now(timezone.utc)
-                    turns.append(guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value))
+                    turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value)
+                    turns.append((event.message, turn))
                 except DecodeError as err:
                     await to_dlq(event.message, err)
-            pending = [
-                await app.producer.send(
-                    settings.graph_events_topic, ingested.graph_id.encode(), encode(ingested), None, None, None
-                )
-                for ingested in await extraction.run(turns)
-            ]
+            pending = []
+            for (message, _), result in zip(turns, await extraction.run([turn for _, turn in turns])):
+                if isinstance(result, str):  # extraction failed on this turn only
+                    await to_dlq(message, DecodeError("extraction_failed", result))
+                    continue
+                pending.append(await app.producer.send(
+                    settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
+                ))
             await asyncio.gather(*pending)
             metrics.turns.inc(len(pending))
 
@@ -259,6 +262,7 @@ class Extraction:
         self._pool: ProcessPoolExecutor | None = None
 
     async def run(self, turns: list[Any]) -> list[Any]:
+        """`ingest_all` of the turns: a TurnIngested, or the error's text, per turn."""
         params = self.settings.extraction
         if not turns:
             return []

@@ -1,0 +1,144 @@
+"""The partition transaction: reads see pending writes, a commit is one batch,
+and a crash between commits loses nothing and applies nothing twice."""
+
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from processors.codec import encode
+from processors.dynamics import DAY_S, DecayParams
+from processors.events import Boost, Retrieved
+from processors.graph import GraphParams
+from state.digest import partition_digests
+from state.driver import LocalLog
+from state.memory import MemoryStore
+from state.projector import Outcome, PartitionState
+from state.store import PartitionStore
+from state.transaction import Transaction
+from tests.factories import T0, ingested
+
+ALL_KEYS = [b"a", b"a\x00x", b"a\x00y", b"b", b"b\x00z", b"c"]
+KEYS = st.sampled_from(ALL_KEYS)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.dictionaries(KEYS, st.one_of(st.none(), st.binary(max_size=3)), max_size=4)),
+        st.tuples(st.just("commit"), st.none()),
+        st.tuples(st.just("rollback"), st.none()),
+    ),
+    max_size=30,
+)
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts the batches written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def write(self, batch) -> None:  # noqa: ANN001
+        self.batches += 1
+        super().write(batch)
+
+
+@given(OPS)
+def test_reads_see_pending_writes_merged_with_the_store(ops):
+    store = MemoryStore()
+    txn = Transaction(store)
+    committed: dict[bytes, bytes] = {}
+    seen: dict[bytes, bytes] = {}
+    for op, batch in ops:
+        if op == "write":
+            txn.write(batch)
+            for key, value in batch.items():
+                seen.pop(key, None) if value is None else seen.__setitem__(key, value)
+        elif op == "commit":
+            txn.commit()
+            committed = dict(seen)
+        else:
+            txn.rollback()
+            seen = dict(committed)
+        for prefix in (b"", b"a", b"a\x00", b"b", b"zz"):
+            assert list(txn.scan(prefix)) == sorted((k, v) for k, v in seen.items() if k.startswith(prefix))
+        assert txn.multi_get(ALL_KEYS) == [seen.get(k) for k in ALL_KEYS]
+        assert dict(store.scan(b"")) == committed
+
+
+def test_a_commit_is_one_batch_with_the_offset():
+    store = CountingStore()
+    state = PartitionState(store, GraphParams(window_s=0, consolidate_every_s=0))
+    for offset in range(5):
+        state.apply(ingested("g", f"t{offset}", {"kafka": 0.5, f"c{offset}": 0.5}, minute=offset), offset)
+    assert store.batches == 0 and state.applied_offset == 4 and state.committed_offset == -1
+    state.commit()
+    assert store.batches == 1 and PartitionState(store, state.params).applied_offset == 4
+
+
+# A lived log: turns over weeks (so decay ticks prune and consolidations
+# run), a retrieval, and a duplicate publish.
+PARAMS = GraphParams(
+    window_s=DAY_S, consolidate_every_s=3 * DAY_S,
+    decay=DecayParams(model="exponential", half_life_s=DAY_S, concept_threshold=0.1, edge_stability_s=DAY_S),
+)
+
+
+def lived_log() -> list[bytes]:
+    log = LocalLog(PARAMS)
+    words = ["kafka", "lag", "broker", "topic", "offset", "replica", "leader", "consumer"]
+    for i in range(60):
+        chosen = {words[(i * 3 + k) % len(words)]: 0.3 + 0.1 * k for k in range(3)} | {f"once{i}": 0.3}
+        log.append(ingested("g", f"t{i}", chosen, minute=i * 600))
+        if i == 30:
+            log.append(Retrieved(graph_id="g", graph_version=1, request_id="q1", timestamp=T0 + timedelta(days=8),
+                                 boosts=(Boost(id="kafka", amount=0.5),)))
+    log.append(ingested("g", "t3", {"kafka": 0.5}, minute=1))  # published twice
+    return [encode(event) for event in log.log]
+
+
+LOG = lived_log()
+
+
+def fold(store: PartitionStore, start: int, stop: int, commits: set[int]) -> PartitionState:
+    from processors.codec import decode_graph_event
+
+    state = PartitionState(store, PARAMS)
+    for offset in range(start, stop):
+        state.apply(decode_graph_event(LOG[offset]), offset, raw=LOG[offset])
+        if offset in commits:
+            state.commit()
+    return state
+
+
+def digests(state: PartitionState) -> list:
+    return [d.model_dump() for d in partition_digests(state.repo)]
+
+
+EXPECTED = digests(fold(MemoryStore(), 0, len(LOG), set()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    commits=st.sets(st.integers(0, len(LOG) - 1), max_size=8),
+    crash=st.integers(0, len(LOG)),
+)
+def test_any_commits_and_a_crash_then_reapplying_gives_the_digest_of_applying_once(commits, crash):
+    store = MemoryStore()
+    fold(store, 0, crash, commits)  # abandoned: its pending writes are lost
+    resumed = PartitionState(store, PARAMS)
+    restart = resumed.committed_offset + 1
+    assert restart <= crash and restart - 1 in commits | {-1}
+    state = fold(store, restart, len(LOG), set())
+    state.commit()
+    assert digests(state) == EXPECTED
+    assert digests(PartitionState(store, PARAMS)) == EXPECTED  # and so does the store alone
+
+
+def test_redelivered_events_after_a_restart_are_skipped():
+    store = MemoryStore()
+    fold(store, 0, 20, {9})
+    state = PartitionState(store, PARAMS)
+    from processors.codec import decode_graph_event
+
+    assert state.apply(decode_graph_event(LOG[5]), 5) == Outcome.ALREADY_APPLIED
+    assert state.apply(decode_graph_event(LOG[10]), 10) != Outcome.ALREADY_APPLIED
