@@ -90,7 +90,8 @@ def create_app(settings: Settings) -> faust.App:
 
 def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
     """Set the gauges from the partitions assigned here (a revoked partition's series go)."""
-    for gauge in (metrics.graphs, metrics.concepts, metrics.edges, metrics.passages, metrics.lag):
+    for gauge in (metrics.graphs, metrics.concepts, metrics.edges, metrics.passages, metrics.lag,
+                  metrics.applied_offset, metrics.committed_offset):
         gauge.clear()
     ready = recovery.ready_partitions()
     metrics.ready.set(len(ready))
@@ -102,6 +103,8 @@ def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: Parti
         metrics.concepts.labels(label).set(sum(v.concepts for v in views))
         metrics.edges.labels(label).set(sum(v.edges for v in views))
         metrics.passages.labels(label).set(sum(len(v.place_of) for v in views))
+        metrics.applied_offset.labels(label).set(state.applied_offset)
+        metrics.committed_offset.labels(label).set(state.committed_offset)
         highwater = app.consumer.highwater(TP(settings.graph_events_topic, partition))
         if highwater is not None and highwater >= 0:
             metrics.lag.labels(label).set(max(0, highwater - 1 - state.applied_offset))
@@ -198,7 +201,7 @@ def _register_agents(
     @app.agent(graph_events, name="apply")
     async def apply_events(stream: Any) -> None:
         async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
-            checkpoint = Checkpoint(send_event)
+            checkpoint = Checkpoint(send_event, settings.commit_hold_s)
             for event in events:
                 await apply_one(event.message, checkpoint)
             await checkpoint.commit()

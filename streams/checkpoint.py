@@ -34,8 +34,9 @@ Send = Callable[[GraphEvent], Awaitable[Awaitable[Any]]]  # returns the ack's fu
 class Checkpoint:
     """What one batch touched: the workers to commit and the events to emit."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, hold_s: float = 0.0) -> None:
         self._send = send
+        self._hold_s = hold_s  # the crash tests' window between 2 and 3
         self._workers: dict[int, PartitionWorker] = {}
         self._emitted: list[GraphEvent] = []
 
@@ -47,6 +48,8 @@ class Checkpoint:
         """Emit (1), flush (2), commit the states (3), in that order."""
         acks = [await self._send(event) for event in self._emitted]
         await asyncio.gather(*acks)
+        if self._hold_s and self._workers:
+            await asyncio.sleep(self._hold_s)
         for worker in self._workers.values():
             worker.state.commit()
         self._emitted = []

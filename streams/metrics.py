@@ -32,6 +32,8 @@ class Metrics:
         self.concepts = Gauge("emgas_concepts", "Live concepts, per partition", ["partition"], registry=r)
         self.edges = Gauge("emgas_edges", "Edges, per partition", ["partition"], registry=r)
         self.passages = Gauge("emgas_passages", "Passages, per partition", ["partition"], registry=r)
+        self.applied_offset = Gauge("emgas_applied_offset", "Offset of the last graph event applied, per partition", ["partition"], registry=r)
+        self.committed_offset = Gauge("emgas_committed_offset", "Offset the partition's stored state reflects (its last commit)", ["partition"], registry=r)
         self.lag = Gauge("emgas_consumer_lag", "Graph events in the log not yet applied, per partition", ["partition"], registry=r)
         self.recovering = Gauge("emgas_partitions_recovering", "Assigned partitions still catching up with the log", registry=r)
         self.ready = Gauge("emgas_partitions_ready", "Assigned partitions caught up with the log", registry=r)
