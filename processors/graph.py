@@ -1,22 +1,18 @@
-"""The graph state and the fold: how a graph event changes it.
+"""The graph state: its records, and how a mention or a retrieval changes a concept.
 
-`apply_turn` is pure: given the event and the current records of the
-concepts it mentions, it returns the delta to write. It depends on nothing
-else (no clock: times come from the event), so replaying the same log
-gives the same graph. The idempotency check (has this turn been applied?)
-belongs to the caller, which knows what is stored.
+Pure functions of their arguments (no clock: times come from the events),
+used by `processors.evolve`, which applies whole events.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from itertools import combinations
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from processors.dynamics import DAY_S, DecayParams, decay_factor
-from processors.events import MetadataValue, TurnIngested
+from processors.events import MetadataValue
 from processors.topics import TopicParams
 
 
@@ -139,25 +135,6 @@ class Passage(BaseModel):
     seq: int = 0
 
 
-class TurnDelta(BaseModel):
-    """What one applied turn changes: replaced concept records, +1 on each
-    listed pair count (and its last co-occurrence = max with the turn's
-    time), the graph's new meta (N + 1, clock), a new passage."""
-
-    model_config = ConfigDict(frozen=True)
-
-    graph_id: str
-    version: int
-    passage: Passage
-    concepts: tuple[ConceptState, ...]
-    pairs: tuple[tuple[str, str], ...]
-    meta: GraphMeta
-
-    @property
-    def ref(self) -> GraphRef:
-        return GraphRef(self.graph_id, self.version)
-
-
 def brought_to_tick(concept: ConceptState, meta: GraphMeta) -> ConceptState:
     """The concept decayed to the graph's last tick, if it is behind it:
     A = on_grid(A · factor(t_tick − t_ref)) with the tick's parameters
@@ -223,37 +200,4 @@ def concept_after_retrieval(old: ConceptState, amount: float, at: datetime, meta
             "last_retrieved": max(old.last_retrieved or at, at),
             "last_accessed": max(old.last_accessed, at),
         }
-    )
-
-
-def apply_turn(
-    event: TurnIngested,
-    version: int,
-    existing: Mapping[str, ConceptState],
-    params: GraphParams,
-    meta: GraphMeta,
-) -> TurnDelta:
-    """The delta of a not-yet-applied turn to graph version `version` (the
-    event's, or the active one: the caller resolves it). `existing` holds the
-    stored records of the event's concepts (absent = new concept), `meta`
-    the graph version's totals and clocks before the turn."""
-    concepts = tuple(
-        concept_after_mention(
-            existing.get(c.id), c.id, c.text, c.importance, event.timestamp, params, meta
-        )
-        for c in event.concepts
-    )
-    ids = sorted(c.id for c in event.concepts)
-    passage = Passage(
-        turn_id=event.turn_id, speaker=event.speaker, text=event.text,
-        timestamp=event.timestamp, session_id=event.session_id,
-        metadata=event.metadata, concept_ids=tuple(ids), seq=meta.turns,
-    )
-    t = event.timestamp
-    clock = t if meta.clock is None else max(meta.clock, t)
-    first_seen = t if meta.first_seen is None else min(meta.first_seen, t)
-    return TurnDelta(
-        graph_id=event.graph_id, version=version, passage=passage, concepts=concepts,
-        pairs=tuple(combinations(ids, 2)),
-        meta=meta.model_copy(update={"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen}),
     )

@@ -5,23 +5,29 @@ from datetime import timedelta
 import pytest
 
 from processors.events import Concept
-from processors.graph import GraphMeta, GraphParams, apply_turn
+from processors.evolve import Slice, evolve
+from processors.graph import GraphParams, GraphRef
 from tests.factories import T0, ingested
 
 
+def apply_turn(event, version, existing, params):  # noqa: ANN001, ANN201
+    """The turn's delta on graph version `version` holding the `existing` concepts."""
+    return evolve(event, Slice(ref=GraphRef(event.graph_id, version), concepts=existing), params)
+
+
 def test_new_concepts_take_importance_and_event_time():
-    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), 1, {}, GraphParams(), GraphMeta())
+    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), 1, {}, GraphParams())
     by_id = {c.id: c for c in delta.concepts}
     assert by_id["kafka"].base_activation == pytest.approx(0.8, abs=2**-32) and by_id["kafka"].count == 1
     assert by_id["kafka"].created_at == T0 + timedelta(minutes=3)
-    assert delta.pairs == (("kafka", "lag"),)
+    assert [edge for edge, _ in delta.pairs] == [("kafka", "lag")]
     assert delta.passage.concept_ids == ("kafka", "lag")
 
 
 def test_repeated_mention_boosts_and_counts():
-    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 1, {}, GraphParams(), GraphMeta())
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 1, {}, GraphParams())
     existing = {c.id: c for c in first.concepts}
-    second = apply_turn(ingested("g", "t2", {"kafka": 0.4}, minute=10), 1, existing, GraphParams(mention_boost=0.5), GraphMeta())
+    second = apply_turn(ingested("g", "t2", {"kafka": 0.4}, minute=10), 1, existing, GraphParams(mention_boost=0.5))
     kafka = second.concepts[0]
     assert kafka.count == 2
     assert kafka.base_activation == pytest.approx(0.8 + 0.5 * 0.4)
@@ -29,25 +35,25 @@ def test_repeated_mention_boosts_and_counts():
 
 
 def test_out_of_order_event_does_not_move_last_accessed_back():
-    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams(), GraphMeta())
-    later = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams(), GraphMeta())
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams())
+    later = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams())
     assert later.concepts[0].last_accessed == T0 + timedelta(minutes=10)
 
 
 def test_out_of_order_event_moves_created_at_back():
-    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams(), GraphMeta())
-    earlier = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams(), GraphMeta())
+    first = apply_turn(ingested("g", "t1", {"kafka": 0.8}, minute=10), 1, {}, GraphParams())
+    earlier = apply_turn(ingested("g", "t0", {"kafka": 0.8}, minute=1), 1, {c.id: c for c in first.concepts}, GraphParams())
     assert earlier.concepts[0].created_at == T0 + timedelta(minutes=1)
 
 
 def test_delta_targets_the_version_given():
-    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 3, {}, GraphParams(), GraphMeta())
+    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 3, {}, GraphParams())
     assert delta.ref == ("g", 3)
 
 
 def test_pairs_are_all_unordered_pairs_sorted():
-    delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), 1, {}, GraphParams(), GraphMeta())
-    assert delta.pairs == (("a", "b"), ("a", "c"), ("b", "c"))
+    delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), 1, {}, GraphParams())
+    assert [edge for edge, _ in delta.pairs] == [("a", "b"), ("a", "c"), ("b", "c")]
 
 
 def test_surface_text_is_the_earliest_mentions_whatever_the_order():
@@ -56,8 +62,8 @@ def test_surface_text_is_the_earliest_mentions_whatever_the_order():
     late = ingested("g", "t2", {"kafka": 0.5}, minute=9).model_copy(
         update={"concepts": (Concept(id="kafka", text="KAFKA", importance=0.5),)})
     for first, second in ((early, late), (late, early)):
-        seen = {c.id: c for c in apply_turn(first, 1, {}, GraphParams(), GraphMeta()).concepts}
-        assert apply_turn(second, 1, seen, GraphParams(), GraphMeta()).concepts[0].text == "Kafka"
+        seen = {c.id: c for c in apply_turn(first, 1, {}, GraphParams()).concepts}
+        assert apply_turn(second, 1, seen, GraphParams()).concepts[0].text == "Kafka"
 
 
 def test_activation_sums_are_exact_and_order_free():
@@ -66,6 +72,6 @@ def test_activation_sums_are_exact_and_order_free():
         state = {}
         for i in order:
             event = ingested("g", f"t{i}", {"x": weights[i]})
-            state = {c.id: c for c in apply_turn(event, 1, state, GraphParams(), GraphMeta()).concepts}
+            state = {c.id: c for c in apply_turn(event, 1, state, GraphParams()).concepts}
         return state["x"].base_activation
     assert total([0, 1, 2, 3, 4]) == total([4, 3, 2, 1, 0]) == total([2, 0, 4, 1, 3])
