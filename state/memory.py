@@ -37,14 +37,32 @@ class MemoryStore(PartitionStore):
         for key, value in batch.items():
             if not isinstance(key, bytes) or not (value is None or isinstance(value, bytes)):
                 raise TypeError("keys and values must be bytes")
+        added, removed = [], set()
         for key, value in batch.items():
             if value is None:
                 if self._data.pop(key, None) is not None:
-                    self._keys.pop(bisect.bisect_left(self._keys, key))
+                    removed.add(key)
             else:
                 if key not in self._data:
-                    bisect.insort(self._keys, key)
+                    added.append(key)
                 self._data[key] = value
+        self._reindex(added, removed)
+
+    def _reindex(self, added: list[bytes], removed: set[bytes]) -> None:
+        """Keep `_keys` sorted: a few keys by bisection, many in one merge
+        (a sort of two sorted runs is linear), so a large batch costs O(n)."""
+        added = [k for k in added if k not in removed] if removed else added
+        removed = {k for k in removed if k not in self._data}
+        if len(added) + len(removed) < 64:
+            for key in removed:
+                self._keys.pop(bisect.bisect_left(self._keys, key))
+            for key in added:
+                bisect.insort(self._keys, key)
+            return
+        keys = [k for k in self._keys if k not in removed] if removed else self._keys
+        keys.extend(sorted(added))
+        keys.sort()
+        self._keys = keys
 
     def close(self) -> None:
         self._closed = True

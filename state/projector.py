@@ -258,8 +258,7 @@ class PartitionState:
                 scratch.apply(event, entry.offset, raw=entry.event)
         if ref not in scratch.views:
             return None
-        scratch.commit()
-        return list(scratch.repo.records(ref))
+        return list(scratch.repo.records(ref))  # read through its transaction: no store to fill
 
     def close(self) -> None:
         """Commit what was applied (a clean stop) and close the store."""
