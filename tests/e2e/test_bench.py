@@ -8,8 +8,10 @@ import sys
 KEYS = {
     "extract_turns_per_s", "yake_reference_turns_per_s", "ingest_turns_per_s", "ingest_turns_per_s_2_workers",
     "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
-    "resident_bytes_per_edge", "forget_ms",
+    "resident_bytes_per_edge", "forget_ms", "fold_events_per_s", "fold_extract_turns_per_s",
+    "log_read_events_per_s", "passthrough_turns_per_s", "kafka_hop_p50_ms", "kafka_hop_p99_ms", "rr_worker_p50_ms",
 }
+LIMITS = {"fold_vs_extraction", "replay_vs_log_read", "ingest_vs_passthrough", "round_trip_vs_hops"}
 
 
 def test_bench_quick_writes_every_figure(tmp_path):
@@ -25,5 +27,9 @@ def test_bench_quick_writes_every_figure(tmp_path):
     for key in KEYS - {"resident_bytes_per_edge", "ingest_turns_per_s_2_workers"}:
         assert {"median", "min", "max", "repeats"} <= set(figures[key]) and figures[key]["median"] > 0, key
     assert figures["forget_graph_turns"] > 0 and figures["journal_bytes_per_turn"] > 0
+    assert figures["fold_events"] > figures["fold_turns"] > 0  # decay ticks and consolidations among the turns
+    assert set(figures["limits"]) == LIMITS
+    for limit in figures["limits"].values():
+        assert limit["ratio"] > 0 and limit["met"] in (True, False) and limit["goal"].split()[0] in (">=", "<="), limit
     two = figures["ingest_turns_per_s_2_workers"]
     assert two is None and figures["ingest_2_workers_error"] or two["median"] > 0
