@@ -43,6 +43,11 @@ class Adjacency:
         self._merge_queued()
         return self._edges
 
+    @property
+    def edges_merged(self) -> int:
+        """Edges as of the last merge (no merge: for heuristics that may lag)."""
+        return self._edges
+
     def add_node(self) -> int:
         self._n += 1
         return self._n - 1
@@ -52,8 +57,8 @@ class Adjacency:
 
     @property
     def changed_rows(self) -> int:
-        """Rows held outside the loaded CSR (a rebuild folds them back in)."""
-        self._merge_queued()
+        """Rows held outside the loaded CSR (a rebuild folds them back in), as
+        of the last merge."""
         return len(self._rows)
 
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
