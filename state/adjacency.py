@@ -43,11 +43,6 @@ class Adjacency:
         self._merge_queued()
         return self._edges
 
-    @property
-    def edges_merged(self) -> int:
-        """Edges as of the last merge (no merge: for heuristics that may lag)."""
-        return self._edges
-
     def add_node(self) -> int:
         self._n += 1
         return self._n - 1

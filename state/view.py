@@ -87,12 +87,11 @@ class GraphView:
 
     def needs_compaction(self) -> bool:
         """Whether dead slots or stale due-time entries outnumber live ones
-        (then `load_view` gives an equal, compact view). Counts as of the
-        adjacency's last merge: a check must not force one."""
+        (then `load_view` gives an equal, compact view)."""
         slack = 1024
         return (
             self.dead > self.concepts + slack
-            or len(self._edge_due) > 4 * self._adjacency.edges_merged + slack
+            or len(self._edge_due) > 4 * self.edges + slack
             or self._adjacency.changed_rows > self.concepts // 2 + slack
         )
 
