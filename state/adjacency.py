@@ -126,6 +126,18 @@ class Adjacency:
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
             self._rows[i] = (neighbour[lo:hi].copy(), summed[lo:hi].copy())
+        if len(self._rows) > self._n // 2 + 1024:
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold every changed row back into one CSR (rows handed out stay valid)."""
+        self._merge_queued()
+        rows = [self.row(i) for i in range(self._n)]
+        self._indptr = np.concatenate([[0], np.cumsum([len(idx) for idx, _ in rows])]).astype(np.int64)
+        self._base_idx = np.concatenate([idx for idx, _ in rows] + [_EMPTY_IDX]).astype(np.int32)
+        self._base_cnt = np.concatenate([cnt for _, cnt in rows] + [_EMPTY_CNT]).astype(np.int32)
+        self._base_n = self._n
+        self._rows = {}
 
     def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
         """Set the rows from whole pair lists (a[k], b[k]) -> counts[k], a != b,

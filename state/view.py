@@ -92,8 +92,7 @@ class GraphView:
         return (
             self.dead > self.concepts + slack
             or len(self._edge_due) > 4 * self.edges + slack
-            or self._adjacency.changed_rows > self.concepts // 2 + slack
-        )
+        )  # changed adjacency rows are folded back in memory (`Adjacency.compact`)
 
     @property
     def counts(self) -> np.ndarray:

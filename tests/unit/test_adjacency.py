@@ -11,6 +11,8 @@ op = st.one_of(
     st.tuples(st.just("add"), st.integers(0, N - 1), st.integers(0, N - 1), st.integers(1, 5)),
     st.tuples(st.just("remove"), st.integers(0, N - 1), st.integers(0, N - 1)),
     st.tuples(st.just("clear"), st.integers(0, N - 1)),
+    st.tuples(st.just("read"), st.integers(0, N - 1)),  # merges the queued cliques
+    st.tuples(st.just("compact")),  # folds changed rows back into one CSR
 )
 
 
@@ -45,6 +47,10 @@ def apply_compact(adj: Adjacency, operation: tuple) -> None:
         adj.remove(operation[1], operation[2])
     elif kind == "clear":
         adj.clear(operation[1])
+    elif kind == "read":
+        adj.row(operation[1])
+    elif kind == "compact":
+        adj.compact()
 
 
 @settings(max_examples=200, deadline=None)
