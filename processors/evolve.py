@@ -23,7 +23,7 @@ from processors.events import (
 from processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
-from processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by
+from processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by, pair_state
 
 # A graph version's records after a forget re-folded it (None: no turn left).
 Records = list[tuple[bytes, bytes]]
@@ -115,8 +115,8 @@ def pair_after(old: PairState | None, at) -> PairState:  # noqa: ANN001 - a date
     """A co-occurrence at event time `at`: c(x, y) + 1, last = max(last, at)
     (the first one: count 1, last = at)."""
     if old is None:
-        return PairState(1, at)
-    return PairState(old.count + 1, max(old.last, at))
+        return pair_state(1, at)
+    return pair_state(old.count + 1, old.last if old.last > at else at)
 
 
 @evolve.register
@@ -135,7 +135,8 @@ def _turn(event: TurnIngested, s: Slice, params: GraphParams) -> Delta:
         session_id=event.session_id, metadata=event.metadata, concept_ids=tuple(ids), seq=meta.turns,
     )
     edges = list(combinations(ids, 2))
-    pairs = tuple((edge, pair_after(s.pairs.get(edge), at)) for edge in edges)
+    held = s.pairs.get
+    pairs = tuple((edge, pair_after(held(edge), at)) for edge in edges)
     clock = at if meta.clock is None else max(meta.clock, at)
     first_seen = at if meta.first_seen is None else min(meta.first_seen, at)
     return Delta(

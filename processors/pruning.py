@@ -33,6 +33,15 @@ class PairState(NamedTuple):
 Edge = tuple[str, str]  # (a, b) with a < b
 
 
+def pair_state(count: int, last: datetime) -> PairState:
+    """`PairState(count, last)` without the named tuple's Python-level
+    constructor (a fold makes one per pair of every turn)."""
+    return _new_tuple(PairState, (count, last))
+
+
+_new_tuple = tuple.__new__
+
+
 def expired_concepts(
     candidates: Iterable[ConceptState], at: datetime, params: DecayParams
 ) -> list[PrunedConcept]:

@@ -10,7 +10,7 @@ from processors.dynamics import EPOCH
 from processors.events import TopicNode
 from processors.evolve import Delta, Forgetting
 from processors.graph import ConceptState, GraphMeta, GraphRef, Passage
-from processors.pruning import Edge, PairState
+from processors.pruning import Edge, PairState, pair_state
 from state import keys
 from state.transaction import Transaction
 
@@ -130,7 +130,7 @@ class GraphRepository:
                 at = times.get(last)
                 if at is None:
                     at = times[last] = from_us(last)
-                found[edge] = PairState(count, at)
+                found[edge] = pair_state(count, at)
         return found
 
     def sources(self, ref: GraphRef, cid: str) -> list[str]:

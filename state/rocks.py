@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
 from state.errors import StoreClosed, StoreUnavailable
 from state.store import Batch, PartitionStore
@@ -16,6 +16,11 @@ class RocksStore(PartitionStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        # A turn looks up every pair of its concepts, most of them new: bloom
+        # filters answer "not here" without reading a block.
+        table = BlockBasedOptions()
+        table.set_bloom_filter(10, False)
+        options.set_block_based_table_factory(table)
         try:
             self._db: Rdict | None = Rdict(str(path), options)
         except Exception as exc:  # rocksdict raises plain Exception (e.g. the lock of a running worker)
