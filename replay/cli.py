@@ -70,6 +70,9 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
         f"{len(report.ranges)} partition(s) in {report.seconds:.2f} s: "
         f"{report.events_per_s:,.0f} events/s, into {result.state_dir}"
     )
+    rejected = counts.outcomes.get("rejected", 0)
+    if rejected:
+        print(f"{rejected} event(s) rejected by the fold, as the live worker rejected them (see its log)")
     if result.differences is None:
         return
     if result.differences:
