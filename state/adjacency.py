@@ -37,10 +37,13 @@ class Adjacency:
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._edges = 0
         self._queued: list[np.ndarray] = []  # cliques (sorted, distinct nodes) not merged yet
+        self._precounted = 0  # new edges of queued cliques already in _edges (the caller knew them)
+        self._uncounted = False  # a queued clique whose new edges only a merge can count
 
     @property
     def edges(self) -> int:
-        self._merge_queued()
+        if self._uncounted:
+            self._merge_queued()
         return self._edges
 
     def add_node(self) -> int:
@@ -86,46 +89,49 @@ class Adjacency:
         pos = int(np.searchsorted(idx, j))
         return int(cnt[pos]) if pos < len(idx) and idx[pos] == j else 0
 
-    def add_clique(self, nodes: Iterable[int], increment: int = 1) -> None:
-        """+increment on the count of every pair of distinct `nodes` (a turn's concepts)."""
+    def add_clique(self, nodes: Iterable[int], increment: int = 1, new_edges: int | None = None) -> None:
+        """+increment on the count of every pair of distinct `nodes` (a turn's
+        concepts). `new_edges`: how many of those pairs are not edges yet, when
+        the caller knows (the fold does): the edge count then needs no merge."""
         members = np.unique(np.fromiter(nodes, dtype=np.int32))
         if len(members) < 2:
             return
         if increment == 1:
             self._queued.append(members)
+            if new_edges is None:
+                self._uncounted = True
+            else:
+                self._edges += new_edges
+                self._precounted += new_edges
             return
+        added = 0
         for i in members.tolist():
             others = members[members != i]
-            self._merge(i, others, np.full(len(others), increment, dtype=np.int32))
+            added += self._merge(i, others, np.full(len(others), increment, dtype=np.int32))
+        self._edges += added // 2
 
     def _merge_queued(self) -> None:
-        """Merge every queued clique into its rows: the touched rows' entries
-        and the queued pairs (+1 each) summed by (row, neighbour) in one sort."""
+        """Merge every queued clique into its rows: the queued pairs summed by
+        (row, neighbour) in one sort, then one sorted merge per touched row."""
         if not self._queued:
             return
         cliques, self._queued = self._queued, []
         src = np.concatenate([np.repeat(m, len(m)) for m in cliques]).astype(np.int64)
         dst = np.concatenate([np.tile(m, len(m)) for m in cliques]).astype(np.int64)
         distinct = src != dst
-        src, dst = src[distinct], dst[distinct]
-        touched = np.unique(src)
-        rows = [self.row(i) for i in touched.tolist()]
-        sizes = np.array([len(idx) for idx, _ in rows], dtype=np.int64)
-        old_src = np.repeat(touched, sizes)
-        old_dst = np.concatenate([idx for idx, _ in rows] + [_EMPTY_IDX]).astype(np.int64)
-        old_cnt = np.concatenate([cnt for _, cnt in rows] + [_EMPTY_CNT]).astype(np.int64)
         n = max(self._n, 1)
-        keys = np.concatenate([old_src * n + old_dst, src * n + dst])
-        counts = np.concatenate([old_cnt, np.ones(len(src), dtype=np.int64)])
-        unique, inverse = np.unique(keys, return_inverse=True)
-        summed = np.bincount(inverse, weights=counts, minlength=len(unique)).astype(np.int32)
-        self._edges += (len(unique) - len(old_src)) // 2  # each new edge appears from both ends
-        row_of = unique // n
-        neighbour = (unique % n).astype(np.int32)
+        pairs, counts = np.unique(src[distinct] * n + dst[distinct], return_counts=True)
+        row_of = pairs // n
+        neighbour = (pairs % n).astype(np.int32)
+        counts = counts.astype(np.int32)
+        touched = np.unique(row_of)
         bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
+        added = 0
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
-            self._rows[i] = (neighbour[lo:hi].copy(), summed[lo:hi].copy())
+            added += self._merge(i, neighbour[lo:hi], counts[lo:hi])
+        self._edges += added // 2 - self._precounted  # each new edge is new at both ends
+        self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
 
@@ -151,14 +157,18 @@ class Adjacency:
         self._base_n = self._n
         self._rows = {}
         self._queued = []
+        self._precounted, self._uncounted = 0, False
         self._edges = len(a)
 
     def add(self, a: int, b: int, count: int) -> None:
         """+count on the pair (a, b), both directions (loading stored pairs)."""
-        self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))
+        added = self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))
         self._merge(b, np.array([a], dtype=np.int32), np.array([count], dtype=np.int32))
+        self._edges += added  # after the merges: a row read may merge queued cliques first
 
-    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> None:
+    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> int:
+        """+increments on row i's counts of `others` (sorted, distinct); how
+        many of them were not neighbours of i yet."""
         idx, cnt = self.row(i)
         pos = np.searchsorted(idx, others)
         found = pos < len(idx)
@@ -167,14 +177,13 @@ class Adjacency:
             cnt = cnt.copy()
             cnt[pos] += increments
             self._set(i, idx, cnt)
-            return
-        # Each new undirected edge is merged from both ends: count it at its lower end.
-        self._edges += int(np.count_nonzero(~found & (others > i)))
-        merged_idx = np.insert(idx, pos[~found], others[~found])
-        merged_cnt = np.insert(cnt, pos[~found], 0)
-        where = np.searchsorted(merged_idx, others)
-        merged_cnt[where] += increments
+            return 0
+        new = ~found
+        merged_idx = np.insert(idx, pos[new], others[new])
+        merged_cnt = np.insert(cnt, pos[new], 0)
+        merged_cnt[np.searchsorted(merged_idx, others)] += increments
         self._set(i, merged_idx, merged_cnt)
+        return int(np.count_nonzero(new))
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""

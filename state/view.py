@@ -149,7 +149,8 @@ class GraphView:
             self.set_count(i, concept.count)
             self.passage_ids[i].append(turn_id)
             self.note_concept(concept)
-        self._adjacency.add_clique(self.index[c.id] for c in delta.concepts)
+        new_edges = sum(1 for a, b in delta.created if a != b)
+        self._adjacency.add_clique((self.index[c.id] for c in delta.concepts), new_edges=new_edges)
         # A new edge (count 1, last = the turn's time) gets a due time; a
         # repeated co-occurrence only moves it later, and the scheduler
         # re-files an edge it finds not yet due.

@@ -37,10 +37,16 @@ def apply_reference(ref: dict[int, dict[int, int]], operation: tuple) -> None:
         ref[operation[1]] = {}
 
 
-def apply_compact(adj: Adjacency, operation: tuple) -> None:
+def new_edges(ref: dict[int, dict[int, int]], members: list[int]) -> int:
+    """Pairs of `members` that are not edges of `ref` yet (what the fold knows)."""
+    distinct = sorted(set(members))
+    return sum(1 for k, a in enumerate(distinct) for b in distinct[k + 1:] if b not in ref[a])
+
+
+def apply_compact(adj: Adjacency, operation: tuple, known: int | None = None) -> None:
     kind = operation[0]
     if kind == "clique":
-        adj.add_clique(operation[1], operation[2])
+        adj.add_clique(operation[1], operation[2], new_edges=known if operation[2] == 1 else None)
     elif kind == "add" and operation[1] != operation[2]:
         adj.add(operation[1], operation[2], operation[3])
     elif kind == "remove":
@@ -60,9 +66,10 @@ def test_compact_rows_equal_the_reference(operations):
     adj = Adjacency()
     for _ in range(N):
         adj.add_node()
-    for operation in operations:
+    for k, operation in enumerate(operations):
+        known = new_edges(ref, operation[1]) if operation[0] == "clique" and k % 2 else None
         apply_reference(ref, operation)
-        apply_compact(adj, operation)
+        apply_compact(adj, operation, known)
     for i in range(N):
         idx, cnt = adj.row(i)
         assert dict(zip(idx.tolist(), cnt.tolist())) == ref[i]
