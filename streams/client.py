@@ -62,7 +62,7 @@ class MemoryClient:
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._servers, acks="all", linger_ms=2, **self.settings.kafka_options()
+            bootstrap_servers=self._servers, acks="all", linger_ms=0, **self.settings.kafka_options()
         )
         try:
             await asyncio.wait_for(self._producer.start(), self.settings.query_timeout_s)
