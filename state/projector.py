@@ -128,6 +128,8 @@ class PartitionState:
     ) -> Outcome:
         try:
             delta = evolve(event, self._slice(event, ref, meta, refolds), self.params)
+        except NotImplementedError:
+            raise  # an event type with no evolve is a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
             log.exception("graph event at offset %s (%s of %s) rejected", offset, event.type, ref)
             self.last_rejection = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,76 @@
+"""The step functions, driven without a broker: what the agents call."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from processors.dynamics import DAY_S
+from processors.events import ActivationQuery, DigestQuery, ErrorReply, Retrieved, StatsQuery
+from processors.graph import GraphParams
+from state.memory import MemoryStore
+from state.projector import Outcome, PartitionState
+from state.steps import PartitionWorker
+from tests.factories import T0, ingested
+
+WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def worker(params: GraphParams = GraphParams(window_s=DAY_S, consolidate_every_s=0)) -> PartitionWorker:
+    return PartitionWorker(PartitionState(MemoryStore(), params), params, name="w", partition=3)
+
+
+def test_an_event_returns_its_outcome_and_the_ticks_it_made_due():
+    w = worker()
+    assert w.on_graph_event(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}), 0, WALL) == (Outcome.APPLIED, [])
+    outcome, due = w.on_graph_event(ingested("g", "t2", {"kafka": 0.8}, minute=60 * 25), 1, WALL)
+    assert outcome == Outcome.APPLIED
+    assert [(e.type, e.timestamp) for e in due] == [("decay", T0 + timedelta(days=1))]
+    # Due once: the same clock again emits nothing until the tick is applied.
+    assert w.on_graph_event(ingested("g", "t3", {"lag": 0.8}, minute=60 * 25 + 1), 2, WALL)[1] == []
+
+
+def test_a_query_returns_its_reply_and_its_reinforcement():
+    w = worker()
+    w.on_graph_event(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}), 0, WALL)
+    reply, events = w.on_request(ActivationQuery(request_id="q1", graph_id="g", seeds=("kafka",)), lambda: 0.0)
+    assert reply.type == "activation_reply" and reply.passages[0].turn_id == "t1"
+    [retrieved] = events
+    assert isinstance(retrieved, Retrieved) and retrieved.request_id == "q1"
+
+
+@pytest.mark.parametrize(
+    "request_, code",
+    [
+        (ActivationQuery(request_id="q", graph_id="nobody", seeds=("x",)), "graph_not_found"),
+        (StatsQuery(request_id="q", graph_id="nobody"), "graph_not_found"),
+    ],
+)
+def test_a_request_the_state_cannot_answer_is_an_error_reply(request_, code):
+    reply, events = worker().on_request(request_, lambda: 0.0)
+    assert isinstance(reply, ErrorReply) and reply.code == code and events == []
+
+
+def test_a_digest_names_the_worker_partition_and_offset():
+    w = worker()
+    w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 7, WALL)
+    reply, _ = w.on_request(DigestQuery(request_id="d"), lambda: 0.0)
+    assert (reply.worker, reply.partition, reply.applied_offset) == ("w", 3, 7)
+    assert [d.graph_id for d in reply.graphs] == ["g"]
+
+
+def test_the_timer_ticks_a_graph_idle_for_a_window():
+    w = worker()
+    w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 0, WALL)
+    assert w.on_timer(WALL + timedelta(hours=1)) == []
+    [tick] = w.on_timer(WALL + timedelta(days=2))
+    assert tick.type == "decay" and tick.trigger == "idle"
+
+
+def test_an_event_type_with_no_evolve_fails_loudly(monkeypatch):
+    """A missing rule is a bug to stop on, not a poison event to reject."""
+    from processors.evolve import evolve
+    from state import projector
+
+    monkeypatch.setattr(projector, "evolve", evolve.registry[object])  # the unregistered fallback
+    with pytest.raises(NotImplementedError, match="no evolve registered for TurnIngested"):
+        worker().on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 0, WALL)
