@@ -53,12 +53,6 @@ class Adjacency:
     def __len__(self) -> int:
         return self._n
 
-    @property
-    def changed_rows(self) -> int:
-        """Rows held outside the loaded CSR (a rebuild folds them back in), as
-        of the last merge."""
-        return len(self._rows)
-
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
         if self._queued:

@@ -114,7 +114,7 @@ def journal_entry(ref: GraphRef, offset: int) -> bytes:
 
 
 def journal_offset(key: bytes, ref: GraphRef) -> int:
-    return _OFFSET.unpack(key[len(section(ref, b"j")):])[0]
+    return offset_after(key, section(ref, b"j"))
 
 
 def tombstone(graph_id: str, turn_id: str) -> bytes:
@@ -129,7 +129,7 @@ def rejected(offset: int) -> bytes:
     return REJECTED + _OFFSET.pack(offset)
 
 
-def journal_offset_at(key: bytes, prefix: bytes) -> int:
+def offset_after(key: bytes, prefix: bytes) -> int:
     """The 8-byte offset that follows `prefix` in `key`."""
     return _OFFSET.unpack(key[len(prefix):])[0]
 

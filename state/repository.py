@@ -224,7 +224,7 @@ class GraphRepository:
 
     def rejections(self) -> list[tuple[int, dict[str, str]]]:
         """(offset, {"type", "reason"}) of every event the fold rejected, in log order."""
-        return [(keys.journal_offset_at(key, keys.REJECTED), json.loads(raw)) for key, raw in self.store.scan(keys.REJECTED)]
+        return [(keys.offset_after(key, keys.REJECTED), json.loads(raw)) for key, raw in self.store.scan(keys.REJECTED)]
 
 
 def offset_batch(offset: int) -> dict[bytes, bytes | None]:

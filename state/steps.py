@@ -12,9 +12,10 @@ decode, call one of these, persist and emit, and nothing else:
 - `on_timer`: the events due by the window (missed before a restart) or by
   a graph's idleness at wall time `wall`.
 
-The scheduler is a reader: it decides from the applied state (its views'
-due times, moved by the deltas mirrored into them) and remembers only what
-it emitted and when each graph last got a turn.
+The scheduler decides from the applied state (its views' due times, moved
+by the deltas mirrored into them) and remembers what it emitted and when
+each graph last got a turn. It still takes due entries off the views'
+heaps and files again an edge it finds not yet due: the heap is its cursor.
 """
 
 from __future__ import annotations

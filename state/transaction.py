@@ -55,26 +55,23 @@ class Transaction(PartitionStore):
             return _raw(self._pending[key])
         return self.store.get(key)
 
-    def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+    def _lookup(self, keys: Sequence[bytes]) -> list[Pending]:
+        """Each key's pending value, else the store's (one multi-get for those)."""
         pending = self._pending
         missing = [k for k in keys if k not in pending]
         found = dict(zip(missing, self.store.multi_get(missing))) if missing else {}
-        return [_raw(pending[k]) if k in pending else found[k] for k in keys]
+        return [pending[k] if k in pending else found[k] for k in keys]
+
+    def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return [_raw(value) for value in self._lookup(keys)]
 
     def get_models(self, keys: Sequence[bytes], model: type[M]) -> list[M | None]:
         """The records at `keys` as `model`s (None where absent), parsing only
         what is not pending already decoded."""
-        pending = self._pending
-        missing = [k for k in keys if k not in pending]
-        found = dict(zip(missing, self.store.multi_get(missing))) if missing else {}
-        out: list[M | None] = []
-        for k in keys:
-            value = pending[k] if k in pending else found[k]
-            if value is None or isinstance(value, BaseModel):
-                out.append(value)  # type: ignore[arg-type]
-            else:
-                out.append(model.model_validate_json(value))
-        return out
+        return [
+            value if value is None or isinstance(value, BaseModel) else model.model_validate_json(value)
+            for value in self._lookup(keys)
+        ]  # type: ignore[misc]
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
@@ -112,9 +109,6 @@ class Transaction(PartitionStore):
 
     def write(self, batch: Batch) -> None:
         """Stage a batch (applied to the store at `commit`)."""
-        self.stage(batch)
-
-    def stage(self, batch: dict[bytes, Pending] | Batch) -> None:
         self._sorted = None
         self._pending.update(batch)
 
