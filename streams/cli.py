@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--conversation", action="append", default=[], help="only this conversation (repeatable)")
     evaluate.set_defaults(func=_eval)
 
-    bench_all = sub.add_parser("bench", help="speed figures: extraction, ingest, queries, round trips, replay, memory")
+    bench_all = sub.add_parser("bench", help="speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, memory, and the limits they are held to")
     bench_all.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
     bench_all.add_argument("--quick", action="store_true", help="small sizes: under a minute, for smoke tests")
     bench_all.set_defaults(func=_bench)
