@@ -19,6 +19,14 @@
     z 0 OFFSET                         -> a graph event the fold rejected (JSON
                                           {"type", "reason"}; 8-byte big-endian offset)
     v                                  -> state format (JSON {"format": int})
+    l                                  -> the log this state reflects (JSON {"log_id", "genesis"})
+    n 0 GRAPH                          -> the graph's latest complete snapshot (SnapshotLocation JSON)
+    b 0 GRAPH                          -> a snapshot of the graph under way (JSON, see state.snapshots)
+    d 0 GRAPH 0 PART                   -> a part of a base snapshot under way (its data, base64)
+    e 0 GRAPH 0 OFFSET                 -> an event of the graph after a base snapshot's start
+    w 0 GRAPH                          -> the graph's floor: its events up to it are in a
+                                          restored snapshot (JSON {"offset": int})
+    h                                  -> the last checkpoint applied (JSON {"offset", "as_of"})
 
 (0 is a NUL byte; VERSION is decimal.) Identifiers cannot hold control
 characters (see `processors.events`), so NUL separates fields without
@@ -41,6 +49,13 @@ ACTIVE = b"a" + SEP
 TOMBSTONE = b"x" + SEP
 FORGET_REQUEST = b"y" + SEP
 REJECTED = b"z" + SEP
+LOG = b"l"
+LOCATION = b"n" + SEP
+PENDING = b"b" + SEP
+PART = b"d" + SEP
+RECORDED = b"e" + SEP
+FLOOR = b"w" + SEP
+LAST_CHECKPOINT = b"h"
 
 
 @lru_cache(maxsize=4096)  # a handful of refs, prefixes built for every record
@@ -127,6 +142,23 @@ def forget_request(graph_id: str, request_id: str) -> bytes:
 
 def rejected(offset: int) -> bytes:
     return REJECTED + _OFFSET.pack(offset)
+
+
+def graph_keyed(prefix: bytes, graph_id: str) -> bytes:
+    """`prefix` + GRAPH + NUL: every key of one graph under a partition-level prefix."""
+    return prefix + graph_id.encode() + SEP
+
+
+def graph_content_prefixes(graph_id: str) -> tuple[bytes, ...]:
+    """The prefixes of everything a graph is: its versions' records, their
+    registration, its forgotten turns and forget requests (with `active`,
+    one key, these make up a snapshot)."""
+    gid = graph_id.encode() + SEP
+    return (b"g" + SEP + gid, REGISTRY + gid, TOMBSTONE + gid, FORGET_REQUEST + gid)
+
+
+def offset_key(prefix: bytes, offset: int) -> bytes:
+    return prefix + _OFFSET.pack(offset)
 
 
 def offset_after(key: bytes, prefix: bytes) -> int:

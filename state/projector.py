@@ -38,10 +38,16 @@ from functools import singledispatchmethod
 from itertools import combinations
 
 from processors.codec import decode_graph_event, encode
-from processors.events import Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, Retrieved, TurnIngested
+from processors.events import (
+    LOG_EVENTS, Checkpoint, Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Retrieved,
+    Snapshot, SnapshotStarted, TurnIngested,
+)
 from processors.evolve import Delta, Records, Slice, evolve
 from processors.graph import GraphMeta, GraphParams, GraphRef
+from state import keys
+from state.digest import graph_digest
 from state.memory import MemoryStore
+from state.snapshots import Completed, Ledger, LogIdentity, Records as ContentRecords, assemble, replace_content
 from state.repository import Entry, GraphRepository, offset_batch
 from state.store import PartitionStore
 from state.transaction import Transaction
@@ -51,6 +57,10 @@ log = logging.getLogger(__name__)
 
 # A graph version's records after forgetting (None: no turn left, so no version).
 Refolds = dict[GraphRef, Records | None]
+
+
+class SnapshotMismatch(Exception):
+    """A snapshot restored does not have the digests its writer computed."""
 
 
 class Outcome(str, Enum):
@@ -63,6 +73,13 @@ class Outcome(str, Enum):
     FORGOTTEN_TURN = "forgotten_turn"
     DUPLICATE_FORGET = "duplicate_forget"
     REJECTED = "rejected"
+    LOG_STARTED = "log_started"
+    LOG_STARTED_AGAIN = "log_started_again"
+    SNAPSHOT_STARTED = "snapshot_started"
+    SNAPSHOT_PART = "snapshot_part"
+    SNAPSHOT_COMPLETED = "snapshot_completed"
+    SNAPSHOT_IGNORED = "snapshot_ignored"
+    CHECKPOINT = "checkpoint"
 
 
 class PartitionState:
@@ -71,6 +88,7 @@ class PartitionState:
     def __init__(self, store: PartitionStore, params: GraphParams) -> None:
         self.txn = Transaction(store)
         self.repo = GraphRepository(self.txn)
+        self.ledger = Ledger(self.txn)
         self.params = params
         self.views: dict[GraphRef, GraphView] = {
             ref: load_view(self.repo, ref, params.decay) for ref in self.repo.graph_refs()
@@ -115,13 +133,95 @@ class PartitionState:
         `raw`: the event's bytes as read, kept in the journal (else encoded)."""
         if offset <= self._offset:
             return Outcome.ALREADY_APPLIED
+        if isinstance(event, LOG_EVENTS):
+            outcome = self._log_event(event, offset)
+        else:
+            outcome = self._graph_event(event, offset, refolds, raw)
+        self._offset = offset
+        return outcome
+
+    def _graph_event(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
+        if offset <= self.ledger.floors.get(event.graph_id, -1):
+            return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
+        self.ledger.record(event.graph_id, offset, raw or encode(event))
         ref = self.ref_of(event)
         meta = self.repo.meta(ref)
         outcome = self._skipped(event, ref, meta)
         if outcome is None:
             outcome = self._evolve(event, ref, meta, offset, refolds, raw)
-        self._offset = offset
         return outcome
+
+    # -- the log's own records: identity, snapshots, checkpoints -----------------
+
+    def _log_event(self, event: GraphEvent, offset: int) -> Outcome:
+        if isinstance(event, LogStarted):
+            if self.ledger.identity() is not None:
+                return Outcome.LOG_STARTED_AGAIN  # the first one names the log
+            self.ledger.set_identity(LogIdentity(event.log_id, offset))
+            return Outcome.LOG_STARTED
+        if isinstance(event, Checkpoint):
+            self.ledger.checkpointed(event, offset)
+            return Outcome.CHECKPOINT
+        if offset <= self.ledger.floors.get(event.graph_id, -1):
+            return Outcome.ALREADY_APPLIED
+        if isinstance(event, SnapshotStarted):
+            return Outcome.SNAPSHOT_STARTED if self.ledger.start(event, offset) else Outcome.SNAPSHOT_IGNORED
+        assert isinstance(event, Snapshot)
+        done = self.ledger.part(event, offset)
+        if isinstance(done, Completed):
+            if done.base:
+                self._replace(event.graph_id, done)
+            return Outcome.SNAPSHOT_COMPLETED
+        return Outcome.SNAPSHOT_PART if done else Outcome.SNAPSHOT_IGNORED
+
+    def _replace(self, graph_id: str, done: Completed) -> None:
+        """A base snapshot completed: the graph is its content, then the
+        graph's events since the snapshot started, applied again in order."""
+        self.restore(graph_id, done.records, done.digests)
+        for offset, raw in done.recorded:
+            self._graph_event(decode_graph_event(raw), offset, None, raw)
+
+    def restore(self, graph_id: str, records: ContentRecords, digests: tuple = ()) -> None:
+        """Make `graph_id`'s content `records` (views rebuilt); the digests
+        it must then have are checked, a difference is an error."""
+        replace_content(self.txn, graph_id, records)
+        for ref in [r for r in self.views if r.graph_id == graph_id]:
+            del self.views[ref]
+        for ref in self.repo.graph_refs():
+            if ref.graph_id == graph_id:
+                self.views[ref] = load_view(self.repo, ref, self.params.decay)
+        for expected in digests:
+            found = graph_digest(self.repo, GraphRef(expected.graph_id, expected.version)).digest
+            if found != expected.digest:
+                raise SnapshotMismatch(
+                    f"graph {graph_id!r} version {expected.version}: the snapshot restored has digest "
+                    f"{found[:12]}, its writer's was {expected.digest[:12]}"
+                )
+
+    def restore_checkpoint(self, checkpoint: Checkpoint, parts: dict[str, list[Snapshot]]) -> None:
+        """Start from a checkpoint: each graph it lists restored from its
+        snapshot (`parts`: graph -> its parts), its events up to the
+        snapshot skipped from now on; the state then reflects the log up to
+        the oldest of them, so the fold goes on from there."""
+        self.ledger.set_identity(LogIdentity(checkpoint.log_id, -1))
+        for location in checkpoint.snapshots:
+            graph_parts = parts[location.graph_id]
+            digests = next((p.digests for p in graph_parts if p.digests), ())
+            self.restore(location.graph_id, assemble(graph_parts), digests)
+            self.ledger.set_floor(location.graph_id, location.as_of)
+            self.ledger.set_location(location)
+        self._offset = min((loc.as_of for loc in checkpoint.snapshots), default=checkpoint.as_of)
+
+    def restart_log(self, identity: LogIdentity, offset: int = -1) -> None:
+        """Re-base: from now on this state reflects the log `identity`, read
+        from after `offset` (its graphs stay; their snapshots must be written to it)."""
+        self.ledger.set_identity(identity)
+        for prefix in (keys.LOCATION, keys.FLOOR, keys.PENDING, keys.PART, keys.RECORDED, keys.REJECTED):
+            for key, _ in list(self.txn.scan(prefix)):
+                self.txn.put(key, None)  # they name offsets of the old log
+        self.txn.put(keys.LAST_CHECKPOINT, None)
+        self.ledger = Ledger(self.txn)
+        self._offset = offset
 
     def _evolve(
         self, event: GraphEvent, ref: GraphRef, meta: GraphMeta, offset: int, refolds: Refolds | None, raw: bytes | None

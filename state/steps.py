@@ -26,8 +26,9 @@ from typing import Callable
 
 from processors.activation import ActivationParams
 from processors.errors import QueryError
+from processors.codec import encode
 from processors.events import (
-    ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, Reply, StatsQuery,
+    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, Reply, StatsQuery,
 )
 from processors.extract import ExtractionParams
 from processors.graph import GraphParams
@@ -35,6 +36,7 @@ from state.digest import partition_digests
 from state.projector import Outcome, PartitionState, Refolds
 from state.retrieval import answer, graph_stats, reinforcement
 from state.scheduler import Scheduler
+from state.snapshot_writer import SnapshotPolicy, SnapshotWriter
 
 log = logging.getLogger(__name__)
 Request = ActivationQuery | DigestQuery | StatsQuery
@@ -52,6 +54,7 @@ class PartitionWorker:
         extraction: ExtractionParams | None = None,
         name: str = "local",
         partition: int = 0,
+        snapshots: SnapshotPolicy | None = None,
     ) -> None:
         self.state = state
         self.params = params
@@ -60,6 +63,7 @@ class PartitionWorker:
         self.extraction = extraction or ExtractionParams()
         self.name = name
         self.partition = partition
+        self.snapshots = SnapshotWriter(snapshots, partition)
 
     def on_graph_event(
         self, event: GraphEvent, offset: int, wall: datetime, raw: bytes | None = None, refolds: Refolds | None = None
@@ -67,9 +71,13 @@ class PartitionWorker:
         """Apply `event` at log `offset` (`wall`: when, for the idle clock);
         the outcome and the events now due for its graph version."""
         outcome = self.state.apply(event, offset, refolds, raw)
+        size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
+        snapshots = self.snapshots.after(self.state, event, offset, outcome, size, wall)
+        if isinstance(event, LOG_EVENTS):
+            return outcome, snapshots
         ref = self.state.ref_of(event)
         self.scheduler.applied(event, ref, wall)
-        return outcome, self.scheduler.due(self.state, ref)
+        return outcome, self.scheduler.due(self.state, ref) + snapshots
 
     def on_request(self, request: Request, clock: Clock) -> tuple[Reply, list[GraphEvent]]:
         """The reply to `request` and the events it asks to append; a query the

@@ -1,0 +1,107 @@
+"""When the owner of a partition writes snapshots and checkpoints.
+
+The writer decides from what it applies and returns log events for the
+caller to append, like the scheduler's ticks:
+
+- a `SnapshotStarted` it applies (written by itself, by `emgas snapshot`,
+  by a re-base) is served at once: the graph's content as of that offset,
+  cut into `Snapshot` parts;
+- after a `Forget`, a snapshot of the graph (so the latest snapshot no
+  longer holds the forgotten turns);
+- a round, once the bytes of events applied since the last round pass
+  `max(min_bytes, ratio x the bytes of the last round's snapshots)`: a
+  snapshot of every graph, so the history after the latest checkpoint
+  stays small relative to the state (and within the embedded broker's
+  retention);
+- when the last snapshot under way completes and every graph of the
+  partition has one, a `Checkpoint` listing them.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+
+from processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
+from state.digest import partition_digests
+from state.projector import Outcome, PartitionState
+from state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
+
+
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """`min_bytes`, `ratio`: when a round starts (see the module); 0 bytes: never."""
+
+    min_bytes: int = 1024 * 1024
+    ratio: float = 1.0
+    part_bytes: int = PART_BYTES
+
+
+class SnapshotWriter:
+    """The snapshot side of one partition's owner (in memory: a restart
+    starts counting again)."""
+
+    def __init__(self, policy: SnapshotPolicy | None, partition: int) -> None:
+        self.policy = policy
+        self.partition = partition
+        self.bytes_since = 0
+        self.round_bytes = 0  # the last round's snapshot bytes
+        self._round: set[str] | None = None  # graphs still to complete in this round
+
+    def after(self, state: PartitionState, event: GraphEvent, offset: int, outcome: Outcome, size: int, wall: datetime) -> list[GraphEvent]:
+        """The events to append after `event` was applied at `offset` with `outcome`."""
+        if outcome is Outcome.SNAPSHOT_STARTED:
+            assert isinstance(event, SnapshotStarted)
+            return list(self.serve(state, event, offset))
+        if outcome is Outcome.SNAPSHOT_COMPLETED:
+            assert isinstance(event, Snapshot)
+            return self._completed(state, event, offset, wall)
+        due: list[GraphEvent] = []
+        if self.policy is not None and isinstance(event, Forget) and outcome is Outcome.APPLIED:
+            due.append(SnapshotStarted(graph_id=event.graph_id, reason="forget", timestamp=wall))
+        self.bytes_since += size
+        if self._round_due():
+            due += self.start_round(state, wall)
+        return due
+
+    def serve(self, state: PartitionState, event: SnapshotStarted, offset: int) -> list[Snapshot]:
+        """The parts of the graph's content now, as of `offset` (the marker's)."""
+        gid = event.graph_id
+        records = graph_content(state.txn, gid)
+        digests = [d for d in partition_digests(state.repo, gid)]
+        part_bytes = self.policy.part_bytes if self.policy else PART_BYTES
+        return snapshot_parts(gid, offset, records, digests, event.timestamp, part_bytes)
+
+    def _round_due(self) -> bool:
+        if self.policy is None or self.policy.min_bytes <= 0 or self._round is not None:
+            return False
+        return self.bytes_since >= max(self.policy.min_bytes, self.policy.ratio * self.round_bytes)
+
+    def start_round(self, state: PartitionState, wall: datetime, reason: str = "policy") -> list[GraphEvent]:
+        """A snapshot of every graph of the partition."""
+        graphs = graph_ids(state.txn)
+        self.bytes_since = 0
+        if not graphs:
+            return []
+        self._round, self.round_bytes = set(graphs), 0
+        return [SnapshotStarted(graph_id=g, reason=reason, timestamp=wall) for g in graphs]
+
+    def _completed(self, state: PartitionState, event: Snapshot, offset: int, wall: datetime) -> list[GraphEvent]:
+        self.round_bytes += len(base64.b64decode(event.data)) * event.parts  # about: parts are equal but the last
+        if self._round is not None:
+            self._round.discard(event.graph_id)
+        if state.ledger.any_pending():
+            return []
+        locations = state.ledger.locations()
+        missing = [g for g in graph_ids(state.txn) if g not in locations]
+        if missing:  # graphs that came during the round: one more, small, round
+            self._round = set(missing)
+            return [SnapshotStarted(graph_id=g, reason="policy", timestamp=wall) for g in missing]
+        self._round = None
+        identity = state.ledger.identity()
+        if identity is None:
+            return []  # a log with no identity yet: recovery writes it first
+        present = set(graph_ids(state.txn))
+        listed = tuple(loc for g, loc in sorted(locations.items()) if g in present)
+        return [Checkpoint(log_id=identity.log_id, partition=self.partition, as_of=offset, snapshots=listed, timestamp=wall)]

@@ -1,0 +1,173 @@
+"""Snapshots in the log: folding one, starting from one, re-basing onto a new log."""
+
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from processors.activation import ActivationParams
+from processors.codec import decode_graph_event, encode
+from processors.events import (
+    ActivationQuery, Checkpoint, Forget, GraphEvent, LogStarted, Snapshot, SnapshotStarted, TurnIngested,
+)
+from processors.extract import ExtractionParams
+from state.digest import partition_digests
+from state.driver import LocalLog
+from state.memory import MemoryStore
+from state.projector import Outcome, PartitionState
+from state.snapshot_writer import SnapshotPolicy
+from state.snapshots import LogIdentity, assemble, graph_content, pack, snapshot_parts, unpack
+from state.steps import PartitionWorker
+from tests.factories import T0, ingested
+from tests.unit.test_forget import FAST, VOCAB
+
+AT = T0 + timedelta(days=500)
+
+
+def digests(state: PartitionState) -> dict:
+    return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo)}
+
+
+def folded(log: list[GraphEvent], start: int = 0, state: PartitionState | None = None) -> PartitionState:
+    state = state or PartitionState(MemoryStore(), FAST)
+    for offset in range(start, len(log)):
+        state.apply(decode_graph_event(encode(log[offset])), offset)
+    return state
+
+
+def marker(graph: str, base: bool = False) -> SnapshotStarted:
+    return SnapshotStarted(graph_id=graph, reason="rebase" if base else "request", base=base, timestamp=AT)
+
+
+def parts_of(log: list[GraphEvent], graph: str, as_of: int) -> list[Snapshot]:
+    return [e for e in log if isinstance(e, Snapshot) and e.graph_id == graph and e.as_of == as_of]
+
+
+def lived(specs, asks, forgets, graphs=("g", "h")) -> LocalLog:
+    """A log of turns over two graphs, with retrievals, forgets, ticks and consolidations."""
+    log = LocalLog(FAST)
+    for i, (concepts, minute) in enumerate(specs):
+        graph = graphs[i % len(graphs)]
+        log.append(ingested(graph, f"t{i}", concepts, minute))
+        if i in asks:
+            log.ask(ActivationQuery(request_id=f"q{i}", graph_id=graph, seeds=tuple(concepts)[:1], reply_to="r"),
+                    ActivationParams(), ExtractionParams())
+        if i in forgets:
+            log.append(Forget(graph_id=graph, request_id=f"f{i}", timestamp=AT, turn_ids=(f"t{i}",)))
+    return log
+
+
+def test_records_pack_and_unpack_unchanged():
+    records = [(b"a\x00g", b'{"version":1}'), (b"g\x00g\x001\x00m", b""), (b"k" * 300, bytes(range(256)) * 9)]
+    assert unpack(pack(records)) == records
+    parts = snapshot_parts("g", 4, records, [], AT, part_bytes=100)
+    assert len(parts) > 1 and {p.parts for p in parts} == {len(parts)}
+    assert assemble(reversed(parts)) == records
+
+
+def test_folding_a_snapshot_gives_the_digests_it_carries():
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"kafka": 0.5, "rust": 0.9}, 60), ({"lag": 0.7}, 90)], {1}, set())
+    log.append(marker("g"))
+    as_of = len(log.log) - log.log[::-1].index(marker("g")) - 1
+    [*parts] = parts_of(log.log, "g", as_of)
+    assert parts and parts[-1].digests
+    fresh = PartitionState(MemoryStore(), FAST)
+    fresh.restore("g", assemble(parts), parts[-1].digests)
+    assert {(d.graph_id, d.version): d.digest for d in parts[-1].digests} == digests(fresh)
+    assert graph_content(fresh.txn, "g") == graph_content(log.state.txn, "g")
+
+
+def checkpoint_of(log: LocalLog) -> tuple[int, Checkpoint]:
+    offset, checkpoint = max((o, e) for o, e in enumerate(log.log) if isinstance(e, Checkpoint))
+    return offset, checkpoint
+
+
+def recovered(log: list[GraphEvent], checkpoint: Checkpoint) -> PartitionState:
+    """A fresh state started from `checkpoint`, then the log after it."""
+    state = PartitionState(MemoryStore(), FAST)
+    state.restore_checkpoint(checkpoint, {
+        loc.graph_id: [log[o] for o in range(loc.first, loc.last + 1)
+                       if isinstance(log[o], Snapshot) and log[o].graph_id == loc.graph_id and log[o].as_of == loc.as_of]
+        for loc in checkpoint.snapshots
+    })
+    return folded(log, state.applied_offset + 1, state)
+
+
+spec = st.tuples(st.dictionaries(st.sampled_from(VOCAB), st.floats(0.05, 1.0), min_size=1, max_size=4),
+                 st.integers(0, 60 * 24 * 20))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=st.lists(spec, min_size=2, max_size=30), data=st.data())
+def test_a_checkpoint_and_the_tail_equal_the_whole_fold(specs, data):
+    n = len(specs)
+    asks = set(data.draw(st.lists(st.integers(0, n - 1), max_size=5), label="asks"))
+    forgets = set(data.draw(st.lists(st.integers(0, n - 1), max_size=3), label="forgets"))
+    cut = data.draw(st.integers(1, n - 1), label="checkpoint after this many turns")
+    log = lived(specs[:cut], asks, forgets)
+    log.state.ledger.set_identity(LogIdentity("L", -1))
+    log.extend(log.worker.snapshots.start_round(log.state, AT))
+    offset, checkpoint = checkpoint_of(log)
+    assert {loc.graph_id for loc in checkpoint.snapshots} == {"g", "h"} & {e.graph_id for e in log.log if isinstance(e, TurnIngested)}
+    rest = lived(specs[cut:], {a - cut for a in asks}, {f - cut for f in forgets})
+    for event in rest.log:  # the same events again, after the checkpoint: new turn ids
+        log.append(event.model_copy(update={"turn_id": "late-" + event.turn_id}) if isinstance(event, TurnIngested) else event)
+    whole = folded(log.log)
+    assert digests(recovered(log.log, checkpoint)) == digests(whole) == digests(log.state)
+
+
+def test_a_snapshot_cut_short_by_a_crash_is_ignored():
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"rust": 0.9, "lag": 0.2}, 30)], set(), set(), graphs=("g",))
+    records = graph_content(log.state.txn, "g")
+    as_of = len(log.log)
+    log.append(marker("g"))
+    whole = snapshot_parts("g", as_of, records, [], AT, part_bytes=64)
+    assert len(whole) >= 3
+    # The writer stopped after two parts (LocalLog served the marker: drop those parts).
+    del log.log[as_of + 1:]
+    state = folded(log.log)
+    outcomes = [state.apply(p, as_of + 1 + i) for i, p in enumerate(whole[:2])]
+    assert outcomes == [Outcome.SNAPSHOT_PART, Outcome.SNAPSHOT_PART]
+    assert state.ledger.location("g") is None  # incomplete: nothing to start from
+    # A later snapshot replaces the abandoned one; late parts of the old one change nothing.
+    assert state.apply(marker("g"), as_of + 3) == Outcome.SNAPSHOT_STARTED
+    assert state.apply(whole[2], as_of + 4) == Outcome.SNAPSHOT_IGNORED
+    fresh = snapshot_parts("g", as_of + 3, records, [], AT)
+    assert state.apply(fresh[0], as_of + 5) == Outcome.SNAPSHOT_COMPLETED
+    assert state.ledger.location("g").as_of == as_of + 3
+
+
+def test_a_base_snapshot_makes_a_new_log_fold_to_the_rebased_state():
+    """A worker re-bases its state onto a new log that already holds events of
+    its graph; every fold of the new log from its beginning gives its state."""
+    old = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"rust": 0.9, "lag": 0.2}, 30)], {1}, set(), graphs=("g",))
+    worker = PartitionWorker(old.state, FAST, partition=0, snapshots=SnapshotPolicy(min_bytes=0))
+    new_log: list[GraphEvent] = [ingested("g", "n0", {"kafka": 0.3}, 120)]  # published before the re-base
+    worker.state.restart_log(LogIdentity("L2", 1))
+    new_log += [LogStarted(log_id="L2", partition=0, timestamp=AT), marker("g", base=True),
+                ingested("g", "n1", {"go": 0.6}, 150)]
+    offset = 0
+    while offset < len(new_log):
+        _, due = worker.on_graph_event(new_log[offset], offset, AT)
+        new_log += due
+        offset += 1
+    new_log.append(ingested("g", "n2", {"flink": 0.6}, 180))
+    worker.on_graph_event(new_log[-1], len(new_log) - 1, AT)
+    assert any(isinstance(e, Snapshot) for e in new_log)
+    replayed = folded(new_log)
+    assert digests(replayed) == digests(worker.state)
+    assert replayed.repo.turn_ids(replayed.ref_of(new_log[0])) == {"t0", "t1", "n0", "n1", "n2"}
+
+
+def test_a_forgotten_turn_is_in_no_snapshot_written_after_the_forget():
+    worker_log = LocalLog(FAST)
+    worker_log.worker.snapshots.policy = SnapshotPolicy(min_bytes=0)
+    worker_log.extend([ingested("g", "t1", {"kafka": 0.8}, text="the secret plan"), ingested("g", "t2", {"lag": 0.5})])
+    worker_log.append(marker("g"))
+    before = [e for e in worker_log.log if isinstance(e, Snapshot)]
+    worker_log.append(Forget(graph_id="g", request_id="f", timestamp=AT, turn_ids=("t1",)))
+    forgot_at = max(o for o, e in enumerate(worker_log.log) if isinstance(e, Forget))
+    after = [e for e in worker_log.log[forgot_at:] if isinstance(e, Snapshot)]
+    assert after, "a forget writes a fresh snapshot"
+    assert any(b"the secret plan" in v for _, v in assemble(before))  # the older one still holds it
+    for key, value in assemble(after):
+        assert b"the secret plan" not in value and (b"t1" not in key or key.startswith(b"x\x00"))
