@@ -23,7 +23,7 @@ T = TypeVar("T")
 def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     """0: rebuilt (and equal to the live graphs with --verify); 1: they differ."""
     if args.from_turns:
-        if args.verify or args.as_of or args.to_offset is not None or args.state_dir:
+        if args.verify or args.as_of or args.to_offset is not None or args.state_dir or args.from_beginning:
             raise ReplayError("--from-turns appends a new graph version to the log; it takes no other option")
         return _report_derivation(_with_bar("extract", lambda bar: derive_from_turns(settings, args.graph, progress=bar.update)))
     if args.verify and (args.as_of or args.to_offset is not None):
@@ -37,7 +37,7 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     def start(bar: tqdm) -> Awaitable[ReplayResult]:
         return replay(
             settings, state_dir, args.graph, selection, args.verify,
-            progress=bar.update, on_plan=lambda n: bar.reset(total=n),
+            progress=bar.update, on_plan=lambda n: bar.reset(total=n), from_beginning=args.from_beginning,
         )
 
     result = _with_bar("replay", start)
@@ -60,6 +60,7 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
             "not_selected": counts.not_selected, "undecodable": counts.undecodable,
             "seconds": round(report.seconds, 3), "events_per_s": round(report.events_per_s, 1),
             "ranges": {str(p): list(r) for p, r in report.ranges.items()},
+            "checkpoints": {str(p): o for p, o in report.checkpoints.items()},
             "digests": [d.model_dump() for d in result.digests],
             "differences": result.differences,
         }, indent=2))
@@ -70,6 +71,9 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
         f"{len(report.ranges)} partition(s) in {report.seconds:.2f} s: "
         f"{report.events_per_s:,.0f} events/s, into {result.state_dir}"
     )
+    for partition, offset in sorted(report.checkpoints.items()):
+        start, stop = report.ranges[partition]
+        print(f"partition {partition}: started from the checkpoint at offset {offset}, folded offsets {start}..{stop - 1}")
     rejected = counts.outcomes.get("rejected", 0)
     if rejected:
         print(f"{rejected} event(s) rejected by the fold, as the live worker rejected them (see its log)")

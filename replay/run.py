@@ -8,6 +8,7 @@ graphs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from processors.extract import extractor_id, ingest
 from processors.graph import GraphParams
 from replay.errors import ReplayError
 from replay.fold import Selection
+from replay.logstate import start_from_checkpoint
 from replay.reader import LogReader, LogRecord, partition_of
 from replay.rebuild import Progress, RebuildReport, rebuild
 from replay.verify import differences
@@ -83,10 +85,13 @@ async def replay(
     verify: bool,
     progress: Progress | None = None,
     on_plan: Callable[[int], None] | None = None,
+    from_beginning: bool = False,
 ) -> ReplayResult:
     """Rebuild one graph (all its versions) or every graph from the graph-events
     log into `state_dir`; with `verify`, up to the offsets the live state
-    reflects, and compare digests. `on_plan` gets the number of records to read."""
+    reflects, and compare digests. It starts from each partition's latest
+    checkpoint before where it stops (`from_beginning`: from the first
+    record; `--as-of` always does). `on_plan` gets the number of records to read."""
     if any(state_dir.iterdir() if state_dir.exists() else []):
         raise ReplayError(f"{state_dir} is not empty: a rebuild needs a fresh state directory")
     topic = settings.graph_events_topic
@@ -100,15 +105,52 @@ async def replay(
             bounds = await reader.bounds(topic, partitions)
             last = selection.to_offset if selection.to_offset is not None else float("inf")
             stops = {p: int(min(end, last + 1)) for p, (_, end) in bounds.items()}
-        if on_plan is not None:
-            on_plan(sum(stops.values()))
         open_state = open_rebuild_state(state_dir, settings.graph)
+        started = time.perf_counter()
+        checkpoints = {} if from_beginning else await _start_from_checkpoints(reader, topic, stops, open_state, selection)
+        if selection.as_of is not None:
+            await _check_as_of(reader, topic, list(stops), selection.as_of)
+        if on_plan is not None:
+            on_plan(sum(stop - open_state(p).applied_offset - 1 for p, stop in stops.items()))
         report = await rebuild(reader, topic, stops, open_state, selection, progress)
+        report.checkpoints = checkpoints
+        report.seconds = time.perf_counter() - started  # with the snapshots restored
     digests = [d for p in sorted(stops) for d in partition_digests(open_state(p).repo, graph_id)]
     for p in stops:
         open_state(p).close()
     found = differences([d for r in live for d in r.graphs], digests) if verify else None
     return ReplayResult(state_dir, report, digests, found)
+
+
+async def _start_from_checkpoints(
+    reader: LogReader, topic: str, stops: dict[int, int], open_state: Callable[[int], PartitionState], selection: Selection
+) -> dict[int, int]:
+    """Restore each partition's state from its latest checkpoint before its
+    stop (not for an `--as-of` rebuild: a snapshot holds events of any time);
+    partition -> the checkpoint's offset, where there was one."""
+    if selection.as_of is not None:
+        return {}
+    found = {}
+    for partition, stop in sorted(stops.items()):
+        offset = await start_from_checkpoint(reader, topic, partition, open_state(partition), stop, selection.graph_id)
+        if offset is not None:
+            found[partition] = offset
+    return found
+
+
+async def _check_as_of(reader: LogReader, topic: str, partitions: list[int], as_of: datetime) -> None:
+    """An `--as-of` before the oldest record retention left is an error: the
+    graph then cannot be rebuilt."""
+    for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
+        if start == 0 or start >= end:
+            continue
+        async for batch in reader.read(topic, partition, start, start + 1):
+            oldest = datetime.fromtimestamp(batch[0].timestamp_ms / 1000, timezone.utc)
+            if as_of < oldest:
+                raise ReplayError(
+                    f"--as-of {as_of.isoformat()} is before the oldest record left in {topic}[{partition}] "
+                    f"(offset {start}, written {oldest.isoformat()}): retention dropped what came before"
+                )
 
 
 @dataclass

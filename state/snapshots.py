@@ -201,6 +201,10 @@ class Ledger:
         raw = self.store.get(keys.PENDING + graph_id.encode())
         return None if raw is None else Pending.load(raw)
 
+    def base_pending(self) -> list[str]:
+        """Graphs whose base snapshot is under way."""
+        return sorted(self._base_pending)
+
     def any_pending(self) -> bool:
         return next(iter(self.store.scan(keys.PENDING)), None) is not None
 

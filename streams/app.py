@@ -38,6 +38,7 @@ from processors.errors import DecodeError
 from processors.events import ActivationReply, Forget, GraphEvent
 from processors.extract import extractor_id, ingest_all
 from state.steps import error_reply
+from state.snapshot_writer import SnapshotPolicy
 from streams.checkpoint import Checkpoint
 from streams.dlq import dead_letter
 from streams.faust_transport import App
@@ -71,13 +72,23 @@ def create_app(settings: Settings) -> faust.App:
         key_serializer="raw",
         value_serializer="raw",
     )
+    policy = SnapshotPolicy(settings.snapshot_min_bytes, settings.snapshot_ratio)
     states = PartitionStates(
-        data_dir / "state", settings.graph, settings.activation, settings.extraction, settings.worker_name
+        data_dir / "state", settings.graph, settings.activation, settings.extraction, settings.worker_name, policy
     )
-    recovery = Recovery(settings, states)
+    metrics = Metrics()
+
+    async def append(events: list[GraphEvent]) -> list[int]:
+        acks = [await _send(app, settings, event) for event in events]
+        return [metadata.offset for metadata in await asyncio.gather(*acks)]
+
+    async def fatal(err: Exception) -> None:
+        FATAL.append(str(err))
+        await app.crash(err)
+
+    recovery = Recovery(settings, states, append, metrics, fatal)
     app.on_partitions_assigned.connect(recovery.on_assigned)
     app.on_partitions_revoked.connect(recovery.on_revoked)
-    metrics = Metrics()
     _register_agents(app, settings, states, recovery, metrics)
     register_pages(
         app, metrics,
@@ -86,6 +97,24 @@ def create_app(settings: Settings) -> faust.App:
     )
     register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
     return app
+
+
+# Why the worker must end (one line each), for the command's exit status.
+FATAL: list[str] = []
+
+
+def route(event: GraphEvent) -> tuple[bytes | None, int | None]:
+    """(key, partition) of a graph event: its graph's key, or, for an event
+    about a partition of the log, that partition."""
+    graph_id = getattr(event, "graph_id", None)
+    if graph_id is not None:
+        return graph_id.encode(), None
+    return None, event.partition
+
+
+async def _send(app: faust.App, settings: Settings, event: GraphEvent) -> Any:
+    key, partition = route(event)
+    return await app.producer.send(settings.graph_events_topic, key, encode(event), partition, None, None)
 
 
 def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
@@ -116,6 +145,7 @@ def _health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
         "worker": settings.worker_name,
         "ready": recovery.assignment_seen and assigned == ready,
         "partitions": {"assigned": assigned, "ready": ready},
+        "log_mismatches": {str(p): problem for p, problem in sorted(recovery.problems.items())},
     }
 
 
@@ -146,9 +176,7 @@ def _register_agents(
 
     async def send_event(event: GraphEvent) -> Any:
         """Produce a graph event; the future of its acknowledgement."""
-        ack = await app.producer.send(
-            settings.graph_events_topic, event.graph_id.encode(), encode(event), None, None, None
-        )
+        ack = await _send(app, settings, event)
         metrics.emitted.labels(event.type).inc()
         return ack
 

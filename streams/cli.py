@@ -101,8 +101,17 @@ def _parser() -> argparse.ArgumentParser:
         "--from-turns", action="store_true",
         help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)",
     )
+    replay.add_argument(
+        "--from-beginning", action="store_true",
+        help="fold every record from the log's first, not from the latest checkpoint (same digests, slower)",
+    )
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(func=_replay)
+
+    snapshot = sub.add_parser("snapshot", help="write snapshots of graphs to the log now (recovery starts from them)")
+    _graph_choice(snapshot)
+    snapshot.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the checkpoints (0: do not wait)")
+    snapshot.set_defaults(func=_snapshot)
 
     bench = sub.add_parser("bench-replay", help="measure live ingest vs replay and recovery on the embedded broker")
     bench.add_argument("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)")
@@ -312,6 +321,19 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     from replay.cli import run_replay
 
     return run_replay(settings, args)
+
+
+def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
+    from streams.snapshots import request_snapshots
+
+    result = asyncio.run(request_snapshots(settings, args.graph, args.wait or None))
+    for graph, (partition, offset) in sorted(result.markers.items()):
+        print(f"graph {graph!r}: snapshot requested at {settings.graph_events_topic}[{partition}] offset {offset}")
+    for partition, offset in sorted(result.checkpoints.items()):
+        print(f"partition {partition}: checkpoint at offset {offset}")
+    if not result.markers:
+        print("no live graph to snapshot")
+    return 0
 
 
 def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:

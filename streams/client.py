@@ -123,6 +123,12 @@ class MemoryClient:
         ]
         return list(await asyncio.gather(*requests))
 
+    async def append_event(self, event: GraphEvent) -> tuple[int, int]:
+        """Append one graph event keyed by its graph; its (partition, offset) once acknowledged."""
+        assert self._producer is not None, "client not started"
+        sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=event.graph_id.encode())
+        return sent.partition, sent.offset
+
     async def emit(self, events: Iterable[GraphEvent]) -> int:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
         re-derived versions, version switches); waits for every ack."""

@@ -23,3 +23,7 @@ class InputFileError(StreamsError):
 
 class RequestError(StreamsError):
     """A request the client was asked to send is not valid (e.g. an empty turn id)."""
+
+
+class WorkerStopped(StreamsError):
+    """The worker ended itself: it found something it must not go on with."""

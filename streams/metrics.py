@@ -36,6 +36,11 @@ class Metrics:
         self.committed_offset = Gauge("emgas_committed_offset", "Offset the partition's stored state reflects (its last commit)", ["partition"], registry=r)
         self.lag = Gauge("emgas_consumer_lag", "Graph events in the log not yet applied, per partition", ["partition"], registry=r)
         self.recovering = Gauge("emgas_partitions_recovering", "Assigned partitions still catching up with the log", registry=r)
+        self.log_mismatches = Counter(
+            "emgas_log_mismatches", "Partitions whose log was not the one their state reflects, by kind and action",
+            ["partition", "kind", "action"], registry=r,
+        )
+        self.snapshots_restored = Counter("emgas_snapshots_restored", "Graphs restored from a snapshot in the log by recovery", registry=r)
         self.ready = Gauge("emgas_partitions_ready", "Assigned partitions caught up with the log", registry=r)
 
     def render(self, refresh: Callable[["Metrics"], None]) -> tuple[bytes, str]:

@@ -12,6 +12,7 @@ from processors.graph import GraphParams
 from state.projector import PartitionState
 from state.repository import STATE_FORMAT, GraphRepository
 from state.rocks import RocksStore
+from state.snapshot_writer import SnapshotPolicy
 from state.steps import PartitionWorker
 
 log = logging.getLogger(__name__)
@@ -27,12 +28,14 @@ class PartitionStates:
         activation: ActivationParams | None = None,
         extraction: ExtractionParams | None = None,
         name: str = "local",
+        snapshots: SnapshotPolicy | None = None,
     ) -> None:
         self.root = root
         self.params = params
         self.activation = activation
         self.extraction = extraction
         self.name = name
+        self.snapshots = snapshots
         self._open: dict[int, PartitionWorker] = {}
 
     def _path(self, partition: int) -> Path:
@@ -47,9 +50,17 @@ class PartitionStates:
         if worker is None:
             state = PartitionState(self._store(partition), self.params)
             worker = self._open[partition] = PartitionWorker(
-                state, self.params, self.activation, self.extraction, self.name, partition
+                state, self.params, self.activation, self.extraction, self.name, partition, self.snapshots
             )
         return worker
+
+    def discard(self, partition: int) -> PartitionWorker:
+        """Drop the partition's local state (it is rebuilt from the log); the new, empty one."""
+        worker = self._open.pop(partition, None)
+        if worker is not None:
+            worker.state.txn.close()
+        shutil.rmtree(self._path(partition), ignore_errors=True)
+        return self.worker(partition)
 
     def _store(self, partition: int) -> RocksStore:
         """The partition's store; one in an older state format is dropped, so

@@ -1,15 +1,29 @@
 """Bringing an assigned partition's local state up to the log before use.
 
-A worker's state for partition p says which offset of `emgas.graph-events`
-it reflects (written atomically with the state). When p is assigned (at
-start-up or by a rebalance), the local state may lag the log: the worker
-crashed, p was served by another worker meanwhile, or this worker never
-held p and has no state at all. Faust resumes p from the group's committed
-offset, which knows nothing of the local state, so before the agents touch
-p a catch-up reads the log from the state's offset + 1 to the current end
-with the same fold as replay. Messages Faust then delivers at or below the
-state's offset are skipped by the projector, so nothing is lost and
-nothing is applied twice.
+A worker's state for partition p says which log of `emgas.graph-events`
+it reflects (the log's identity, see `processors.events.LogStarted`) and
+up to which offset (both written atomically with the state). When p is
+assigned (at start-up or by a rebalance), before the agents touch it:
+
+1. The state is compared with the log (`replay.logstate.check_log`):
+   identity, first and end offsets. A mismatch is never silent: an error
+   line naming the partition and what differs, `emgas_log_mismatches` in
+   `/metrics`, and `/health` shows it. Then:
+   - another log (reset): `EMGAS_ON_LOG_RESET` says what to do. `rebase`
+     (default) keeps the graphs, names the new log in the state and
+     appends a base snapshot of every graph to it, so the new log alone
+     rebuilds them; `rebuild` drops the state and folds the new log;
+     `stop` ends the worker with a one-line error;
+   - the same log, but retention dropped records the state has not
+     applied: the state is dropped and rebuilt from the latest checkpoint
+     (or, if there is none, kept as it is, and the gap reported);
+   - no state: it starts from the latest checkpoint in the log, if any.
+2. A log that has no identity yet gets one (`log_started`).
+3. The log after the state's offset is folded into the state, serving the
+   snapshots it starts (the owner writes their parts).
+
+Messages Faust then delivers at or below the state's offset are skipped by
+the projector, so nothing is lost and nothing is applied twice.
 """
 
 from __future__ import annotations
@@ -17,29 +31,52 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Iterable
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Iterable
 
+from processors.events import GraphEvent, LogStarted, SnapshotStarted
 from replay.errors import LogTruncated, ReplayError
 from replay.fold import Selection
-from replay.run import log_reader
+from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, start_from_checkpoint
+from replay.reader import LogReader
 from replay.rebuild import rebuild_partition
+from replay.run import log_reader
+from state.projector import Outcome
+from state.snapshots import LogIdentity, graph_ids
+from state.steps import PartitionWorker
+from streams.metrics import Metrics
 from streams.partitions import PartitionStates
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
+# Appends events to graph-events (partition events to their own partition);
+# the offsets the log gave them.
+Append = Callable[[list[GraphEvent]], Awaitable[list[int]]]
+
+
+class LogResetStop(Exception):
+    """The log was reset and `EMGAS_ON_LOG_RESET=stop`: the worker must end."""
 
 
 class Recovery:
     """Per graph-events partition: a catch-up task and a future that says
     whether the partition is ready (True) or was revoked first (False)."""
 
-    def __init__(self, settings: Settings, states: PartitionStates) -> None:
+    def __init__(
+        self, settings: Settings, states: PartitionStates, append: Append | None = None,
+        metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
+    ) -> None:
         self.settings = settings
         self.states = states
+        self.append = append
+        self.metrics = metrics
+        self.on_fatal = on_fatal
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self.assignment_seen = False  # the group has given this worker its partitions once
+        self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
@@ -80,7 +117,13 @@ class Recovery:
 
     async def _catch_up(self, partition: int, future: asyncio.Future[bool]) -> None:
         started = time.perf_counter()
-        read = await self._read_to_end(partition)
+        try:
+            read = await self._read_to_end(partition)
+        except LogResetStop as err:
+            log.error("%s", err)
+            if self.on_fatal is not None:
+                await self.on_fatal(err)
+            return
         if read:
             log.info("partition %s caught up: %s events in %.2f s", partition, read, time.perf_counter() - started)
         self._tasks.pop(partition, None)
@@ -88,20 +131,137 @@ class Recovery:
             future.set_result(True)
 
     async def _read_to_end(self, partition: int) -> int:
-        """Fold the log after the state's offset into the state; the number of
-        records read. Retries while the log cannot be read."""
-        state = self.states.get(partition)
-        topic = self.settings.graph_events_topic
+        """Reconcile the state with the log, then fold the log after the
+        state's offset into it; the number of records read. Retries while
+        the log cannot be read."""
         while True:
             try:
                 async with log_reader(self.settings) as reader:
-                    _, end = (await reader.bounds(topic, [partition]))[partition]
-                    counts = await rebuild_partition(reader, topic, partition, state, end, Selection())
-                    return counts.read
+                    worker = await self._reconcile(reader, partition)
+                    return await self._fold_to_end(reader, partition, worker)
             except LogTruncated as err:
                 # Serve what there is, loudly: `emgas replay --verify` shows the gap.
-                log.error("partition %s cannot be fully recovered: %s", partition, err)
+                self._report(partition, "truncated", "served as it is", str(err))
                 return 0
             except ReplayError as err:
                 log.warning("catch-up of partition %s failed (%s); retrying in %s s", partition, err, RETRY_S)
                 await asyncio.sleep(RETRY_S)
+
+    # -- 1 and 2: the state against the log ----------------------------------------
+
+    async def _reconcile(self, reader: LogReader, partition: int) -> PartitionWorker:
+        topic = self.settings.graph_events_topic
+        worker = self.states.worker(partition)
+        state = worker.state
+        empty = state.applied_offset < 0 and not state.views and state.ledger.identity() is None
+        check = await check_log(reader, topic, partition, state.ledger.identity(), state.applied_offset, empty)
+        if check.status is LogStatus.RESET:
+            worker = await self._on_reset(reader, partition, worker, check)
+        elif check.status is LogStatus.TRUNCATED:
+            worker = await self._on_truncated(reader, partition, worker, check)
+        elif check.status is LogStatus.UNVERIFIED:
+            log.warning("partition %s: %s; trusting the state's offset %s", partition, check.detail, state.applied_offset)
+        elif check.status is LogStatus.NEW:
+            worker = await self._start_fresh(reader, partition, worker)
+        if check.log_id is None and worker.state.ledger.identity() is None:
+            await self._name_log(partition)
+        return worker
+
+    async def _on_reset(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
+        mode = self.settings.on_log_reset
+        if mode == "stop":
+            self._report(partition, "reset", "stopped", check.detail)
+            raise LogResetStop(f"partition {partition}: {check.detail} (EMGAS_ON_LOG_RESET=stop: stopping; "
+                               "set it to rebase or rebuild to go on)")
+        if mode == "rebuild":
+            self._report(partition, "reset", "state dropped, rebuilt from the new log", check.detail)
+            return await self._start_fresh(reader, partition, self.states.discard(partition))
+        graphs = graph_ids(worker.state.txn)
+        self._report(partition, "reset", f"re-based: {len(graphs)} graph(s) kept, snapshots appended", check.detail)
+        await self._rebase(reader, partition, worker, graphs)
+        return worker
+
+    async def _rebase(self, reader: LogReader, partition: int, worker: PartitionWorker, graphs: list[str]) -> None:
+        """Name the new log in the state and append a base snapshot of every
+        graph to it (served by the fold that follows): the new log then
+        holds the graphs. The snapshots are appended before the state is
+        changed, so a crash in between re-bases again."""
+        topic = self.settings.graph_events_topic
+        start, end = (await reader.bounds(topic, [partition]))[partition]
+        named = await first_log_started(reader, topic, partition, start, end)
+        if named is None:
+            identity = await self._name_log(partition)
+        else:
+            identity = LogIdentity(named[1].log_id, named[0])
+        now = datetime.now(timezone.utc)
+        await self._append([SnapshotStarted(graph_id=g, reason="rebase", base=True, timestamp=now) for g in graphs])
+        worker.state.restart_log(identity, offset=start - 1)
+        worker.state.commit()
+
+    async def _on_truncated(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
+        topic = self.settings.graph_events_topic
+        _, end = (await reader.bounds(topic, [partition]))[partition]
+        fresh = self.states.discard(partition)
+        if await start_from_checkpoint(reader, topic, partition, fresh.state, end) is not None:
+            self._report(partition, "truncated", "state rebuilt from the latest checkpoint", check.detail)
+            self._restored(fresh)
+            return fresh
+        raise LogTruncated(f"{check.detail}, and no checkpoint after them is left in the log")
+
+    async def _start_fresh(self, reader: LogReader, partition: int, worker: PartitionWorker) -> PartitionWorker:
+        """An empty state starts from the latest checkpoint, if the log has one."""
+        topic = self.settings.graph_events_topic
+        _, end = (await reader.bounds(topic, [partition]))[partition]
+        if await start_from_checkpoint(reader, topic, partition, worker.state, end) is not None:
+            self._restored(worker)
+        return worker
+
+    def _restored(self, worker: PartitionWorker) -> None:
+        restored = len(worker.state.ledger.floors)
+        log.info("partition %s: %s graph(s) restored from the checkpoint; folding the log after offset %s",
+                 worker.partition, restored, worker.state.applied_offset)
+        if self.metrics is not None:
+            self.metrics.snapshots_restored.inc(restored)
+
+    async def _name_log(self, partition: int) -> LogIdentity:
+        """Append a `log_started` to a partition that has no identity yet."""
+        log_id = uuid.uuid4().hex
+        [offset] = await self._append([LogStarted(log_id=log_id, partition=partition, timestamp=datetime.now(timezone.utc))])
+        log.info("partition %s: log named %s (offset %s)", partition, log_id, offset)
+        return LogIdentity(log_id, offset)
+
+    async def _append(self, events: list[GraphEvent]) -> list[int]:
+        if not events:
+            return []
+        if self.append is None:
+            raise ReplayError("this recovery cannot write to the log")
+        return await self.append(events)
+
+    def _report(self, partition: int, kind: str, action: str, detail: str) -> None:
+        log.error("partition %s: log mismatch (%s): %s; %s", partition, kind, detail, action)
+        self.problems[partition] = f"{kind}: {detail}; {action}"
+        if self.metrics is not None:
+            self.metrics.log_mismatches.labels(str(partition), kind, action.split(":")[0].split(",")[0]).inc()
+
+    # -- 3: the fold -----------------------------------------------------------------
+
+    async def _fold_to_end(self, reader: LogReader, partition: int, worker: PartitionWorker) -> int:
+        """Fold to the end of the log, serving the snapshots met; base
+        snapshots left unfinished by a stopped writer are started again."""
+        topic = self.settings.graph_events_topic
+        due: list[GraphEvent] = []
+        now = datetime.now(timezone.utc)
+        served: set[str] = set()
+
+        def after(event: GraphEvent, offset: int, outcome: Outcome) -> None:
+            if outcome is Outcome.SNAPSHOT_STARTED:
+                served.add(event.graph_id)
+            due.extend(worker.snapshots.after(worker.state, event, offset, outcome, 0, now))
+
+        _, end = (await reader.bounds(topic, [partition]))[partition]
+        counts = await rebuild_partition(reader, topic, partition, worker.state, end, Selection(), after=after)
+        stale = [g for g in worker.state.ledger.base_pending() if g not in served]
+        due += [SnapshotStarted(graph_id=g, reason="rebase", base=True, timestamp=now) for g in stale]
+        if due and self.append is not None:
+            await self.append(due)
+        return counts.read

@@ -71,6 +71,21 @@ class Settings(BaseSettings):
     # in the worker's own process (0: extract in the worker's event loop).
     extract_processes: int = Field(default=0, ge=0, le=64)
 
+    # What a worker does when the log is not the one its state reflects (the
+    # embedded broker restarted, a topic recreated, another cluster):
+    # rebase: keep the state and append snapshots of its graphs to the new
+    # log; rebuild: drop the state and fold the new log; stop: exit with an error.
+    on_log_reset: Literal["rebase", "rebuild", "stop"] = "rebase"
+    # Snapshot rounds: when the events applied to a partition since the last
+    # round pass max(snapshot_min_bytes, snapshot_ratio x the last round's
+    # snapshot bytes), every graph of it is snapshotted (0: no rounds).
+    snapshot_min_bytes: int = Field(default=1024 * 1024, ge=0)
+    snapshot_ratio: float = Field(default=1.0, ge=0)
+    # Retention of the topics that are not the source of truth (a real Kafka;
+    # emgas.graph-events is kept forever).
+    replies_retention_ms: int = Field(default=3_600_000, ge=1)
+    dlq_retention_ms: int = Field(default=30 * 86_400_000, ge=1)
+
     kafka: KafkaSecurity = KafkaSecurity()
     extraction: ExtractionParams = ExtractionParams()
     activation: ActivationParams = ActivationParams()

@@ -7,7 +7,8 @@ import logging
 
 import faust
 
-from streams.app import create_app
+from streams.app import FATAL, create_app
+from streams.errors import WorkerStopped
 from streams.settings import Settings
 from streams.logs import logging_config
 from streams.topics import ensure_topics
@@ -21,4 +22,8 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
         app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)
     )
     logging.getLogger("faust").setLevel(getattr(logging, loglevel))
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    finally:
+        if FATAL:
+            raise WorkerStopped(FATAL[0])
