@@ -146,6 +146,7 @@ def _health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
         "ready": recovery.assignment_seen and assigned == ready,
         "partitions": {"assigned": assigned, "ready": ready},
         "log_mismatches": {str(p): problem for p, problem in sorted(recovery.problems.items())},
+        "recoveries": {str(p): done for p, done in sorted(recovery.recoveries.items())},
     }
 
 

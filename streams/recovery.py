@@ -75,8 +75,11 @@ class Recovery:
         self.on_fatal = on_fatal
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._checkpoints: dict[int, int] = {}
         self.assignment_seen = False  # the group has given this worker its partitions once
         self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
+        # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from
+        self.recoveries: dict[int, dict[str, Any]] = {}
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
@@ -124,8 +127,13 @@ class Recovery:
             if self.on_fatal is not None:
                 await self.on_fatal(err)
             return
+        elapsed = time.perf_counter() - started
         if read:
-            log.info("partition %s caught up: %s events in %.2f s", partition, read, time.perf_counter() - started)
+            log.info("partition %s caught up: %s events in %.2f s", partition, read, elapsed)
+        self.recoveries[partition] = {
+            "seconds": round(elapsed, 3), "records_read": read,
+            "checkpoint": self._checkpoints.pop(partition, None),
+        }
         self._tasks.pop(partition, None)
         if not future.done():
             future.set_result(True)
@@ -202,7 +210,7 @@ class Recovery:
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
         fresh = self.states.discard(partition)
-        if await start_from_checkpoint(reader, topic, partition, fresh.state, end) is not None:
+        if await self._from_checkpoint(reader, partition, fresh, end):
             self._report(partition, "truncated", "state rebuilt from the latest checkpoint", check.detail)
             self._restored(fresh)
             return fresh
@@ -212,9 +220,17 @@ class Recovery:
         """An empty state starts from the latest checkpoint, if the log has one."""
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
-        if await start_from_checkpoint(reader, topic, partition, worker.state, end) is not None:
+        if await self._from_checkpoint(reader, partition, worker, end):
             self._restored(worker)
         return worker
+
+    async def _from_checkpoint(self, reader: LogReader, partition: int, worker: PartitionWorker, end: int) -> bool:
+        topic = self.settings.graph_events_topic
+        offset = await start_from_checkpoint(reader, topic, partition, worker.state, end)
+        if offset is None:
+            return False
+        self._checkpoints[partition] = offset
+        return True
 
     def _restored(self, worker: PartitionWorker) -> None:
         restored = len(worker.state.ledger.floors)
