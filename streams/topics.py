@@ -5,20 +5,68 @@ from __future__ import annotations
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnsupportedVersionError
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import (
+    IncompatibleBrokerVersion,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnsupportedVersionError,
+    for_code,
+)
 
 from streams.errors import BrokerError
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# What a broker without the admin APIs answers: aiokafka raises
+# IncompatibleBrokerVersion when the broker does not list the API at all
+# (the embedded mock cluster), UnsupportedVersionError when it refuses it.
+_UNSUPPORTED = (IncompatibleBrokerVersion, UnsupportedVersionError)
+# What each retention setting drops, for the warning.
+_DROPS = {
+    "retention.ms": "records older than {} ms",
+    "retention.bytes": "the oldest records once a partition holds more than {} bytes",
+}
+_RETENTION_KEYS = tuple(_DROPS)
+
+
+def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
+    """Per-topic configs set when emgas creates its topics (values are strings,
+    as Kafka takes them).
+
+    emgas.graph-events is the source of truth: any retention would drop
+    events that a rebuild or replay needs, so it is kept forever whatever the
+    broker default. Replies only matter while a client waits for them, and
+    the DLQ keeps refused messages for inspection, so both are bounded.
+    emgas.turns and emgas.queries keep the broker default: turns are only
+    re-read by `replay --from-turns` (the text is in graph-events too), and
+    a shorter life limits how long a forgotten turn's text stays there;
+    queries are answered within seconds.
+    """
+    return {
+        settings.graph_events_topic: {"retention.ms": "-1", "retention.bytes": "-1"},
+        settings.replies_topic: {"retention.ms": str(settings.replies_retention_ms)},
+        settings.dlq_topic: {"retention.ms": str(settings.dlq_retention_ms)},
+    }
+
+
+def finite_retention(configs: dict[str, str | None]) -> dict[str, str]:
+    """The retention settings among `configs` that drop records (-1: never)."""
+    return {
+        key: value
+        for key in _RETENTION_KEYS
+        if (value := configs.get(key)) is not None and value.strip() != "-1"
+    }
+
 
 async def ensure_topics(settings: Settings) -> None:
-    """Create missing topics with the configured partitions and replication.
+    """Create missing topics with the configured partitions, replication and
+    configs; warn if the existing graph-events topic has a finite retention.
 
-    The embedded mock cluster has no CreateTopics API: there `emgas broker`
-    created them already, so an unsupported-API answer is fine as long as
-    the topics exist.
+    The embedded mock cluster has no CreateTopics/DescribeConfigs API: there
+    `emgas broker` created the topics already, so an unsupported-API answer
+    is fine as long as the topics exist.
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers(), **settings.kafka_options())
     try:
@@ -30,22 +78,92 @@ async def ensure_topics(settings: Settings) -> None:
         missing = [t for t in settings.topics() if t.name not in existing]
         if missing:
             await _create(admin, settings, missing)
+        if settings.graph_events_topic in existing:
+            await _check_retention(admin, settings.graph_events_topic)
     finally:
         await admin.close()
 
 
 async def _create(admin: AIOKafkaAdminClient, settings: Settings, missing: list) -> None:
+    """Create `missing`; a topic another worker created meanwhile is fine.
+
+    aiokafka returns per-topic errors in the response instead of raising
+    them, so they are checked here: otherwise a refused config would leave
+    the topic missing without a word.
+    """
+    names = [t.name for t in missing]
+    configs = topic_configs(settings)
     topics = [
-        NewTopic(t.name, num_partitions=t.partitions, replication_factor=settings.replication_factor)
+        NewTopic(
+            t.name,
+            num_partitions=t.partitions,
+            replication_factor=settings.replication_factor,
+            topic_configs=configs.get(t.name, {}),
+        )
         for t in missing
     ]
+    unsupported = BrokerError(
+        f"topics {names} are missing and this broker cannot create them; "
+        "for the embedded broker, start it with `emgas broker`"
+    )
+    if not await _has_controller(admin):
+        raise unsupported  # aiokafka 0.14 would fail on the missing controller
     try:
-        await admin.create_topics(topics)
-        log.info("created topics %s", [t.name for t in missing])
-    except TopicAlreadyExistsError:
-        pass  # another worker won the race
-    except UnsupportedVersionError:
-        raise BrokerError(
-            f"topics {[t.name for t in missing]} are missing and this broker cannot "
-            "create them; for the embedded broker, start it with `emgas broker`"
-        ) from None
+        response = await admin.create_topics(topics)
+    except _UNSUPPORTED:
+        raise unsupported from None
+    _raise_topic_errors(response)
+    log.info("created topics %s", names)
+
+
+async def _has_controller(admin: AIOKafkaAdminClient) -> bool:
+    """Whether the cluster names a controller among its brokers: CreateTopics
+    goes to it. The mock cluster names none (controller 0, brokers from 1)."""
+    cluster = await admin.describe_cluster()
+    return cluster.get("controller_id") in {b["node_id"] for b in cluster["brokers"]}
+
+
+def _raise_topic_errors(response) -> None:
+    """BrokerError for the first topic Kafka refused, other than one that
+    exists already (another worker won the race)."""
+    for topic, code, *message in response.topic_errors:
+        error = for_code(code)
+        if code and error is not TopicAlreadyExistsError:
+            detail = message[0] if message and message[0] else error.description
+            raise BrokerError(f"Kafka refused to create topic {topic}: {error.__name__}: {detail}")
+
+
+async def _check_retention(admin: AIOKafkaAdminClient, topic: str) -> None:
+    """Warn (never fail) if an existing `topic` drops records by retention:
+    it may predate emgas creating it with infinite retention, or a broker
+    default may have applied. Silent where the broker cannot describe configs."""
+    try:
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(_RETENTION_KEYS))]
+        )
+    except _UNSUPPORTED:
+        return
+    except KafkaError as exc:
+        log.info("could not read the configs of %s to check its retention: %r", topic, exc)
+        return
+    for key, value in finite_retention(_configs_of(responses, topic)).items():
+        log.warning(
+            "topic %s has %s=%s: Kafka drops %s, so a rebuild or replay that needs dropped "
+            "events can only start from a snapshot/checkpoint written after them (not from "
+            "the beginning of the log); set %s=-1 on the topic to keep its whole history",
+            topic, key, value, _DROPS[key].format(value), key,
+        )
+
+
+def _configs_of(responses: list, topic: str) -> dict[str, str | None]:
+    """`{name: value}` for `topic` out of DescribeConfigs responses; empty if
+    the broker answered an error for it (logged: the check is skipped)."""
+    for response in responses:
+        for code, message, _type, name, entries, *_ in response.resources:
+            if name != topic:
+                continue
+            if code:
+                log.info("could not read the configs of %s: %s %s", topic, for_code(code).__name__, message or "")
+                return {}
+            return {entry[0]: entry[1] for entry in entries}
+    return {}

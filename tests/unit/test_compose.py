@@ -53,3 +53,11 @@ def test_worker_health_is_checked_and_replicas_are_named_apart():
     assert "/health" in " ".join(worker["healthcheck"]["test"])
     assert "EMGAS_WORKER_NAME=$$HOSTNAME" in " ".join(worker["command"])
     assert worker["environment"]["EMGAS_WEB_HOST"] == "0.0.0.0" and "ports" not in worker
+
+
+def test_no_broker_wide_infinite_retention_emgas_sets_it_on_graph_events():
+    env = COMPOSE["services"]["kafka"]["environment"]
+    retention = {k: v for k, v in env.items() if k.startswith("KAFKA_LOG_RETENTION")}
+    assert all(str(v) != "-1" for v in retention.values()), retention  # not infinite broker-wide
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "retention.ms=-1" in text and "emgas.graph-events" in text  # the comment says who sets it

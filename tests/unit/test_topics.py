@@ -1,11 +1,20 @@
-"""Consolidation into topic nodes: deterministic, and it finds a planted cluster."""
+"""Consolidation into topic nodes: deterministic, and it finds a planted cluster.
+Also (at the end) the Kafka topics emgas creates: their configs (`streams.topics`)."""
 
+import logging
 import random
+from types import SimpleNamespace
+
+import pytest
+from aiokafka.errors import IncompatibleBrokerVersion
 
 from processors.events import Consolidate
 from processors.graph import GraphParams
 from processors.topics import TopicParams, propagate_labels, topics_of
 from state.driver import LocalLog
+from streams import topics as kafka_topics
+from streams.errors import BrokerError
+from streams.settings import Settings
 from tests.factories import ingested
 
 FRAMEWORKS = ["angular", "react", "svelte", "vue"]
@@ -63,3 +72,120 @@ def test_consolidation_is_a_daily_event_and_its_topics_are_stored():
     assert len(consolidations) == 2  # 300 turns, 10 minutes apart: two day boundaries crossed
     assert [t.members for t in log.state.view("g").topics] == [tuple(FRAMEWORKS)]
     assert [t.members for t in log.state.repo.topics(log.state.view("g").ref)] == [tuple(FRAMEWORKS)]
+
+
+# --- Kafka topics (streams.topics) ---------------------------------------------
+
+SETTINGS = Settings(broker="kafka:9092", replies_retention_ms=60_000, dlq_retention_ms=86_400_000)
+
+
+@pytest.mark.parametrize(
+    "topic, expected",
+    [
+        ("emgas.graph-events", {"retention.ms": "-1", "retention.bytes": "-1"}),  # source of truth
+        ("emgas.replies", {"retention.ms": "60000"}),
+        ("emgas.dlq", {"retention.ms": "86400000"}),
+        ("emgas.turns", None),  # broker default
+        ("emgas.queries", None),  # broker default
+    ],
+)
+def test_topic_configs(topic, expected):
+    configs = kafka_topics.topic_configs(SETTINGS)
+    assert configs.get(topic) == expected
+    assert all(isinstance(v, str) for c in configs.values() for v in c.values())
+
+
+def test_topic_configs_follow_renamed_topics_and_default_retentions():
+    configs = kafka_topics.topic_configs(Settings(broker="k:1", graph_events_topic="t.events"))
+    assert configs["t.events"]["retention.ms"] == "-1"
+    assert configs["emgas.replies"] == {"retention.ms": str(3_600_000)}
+    assert configs["emgas.dlq"] == {"retention.ms": str(30 * 86_400_000)}
+
+
+@pytest.mark.parametrize(
+    "configs, finite",
+    [
+        ({"retention.ms": "-1", "retention.bytes": "-1"}, {}),
+        ({"retention.ms": "604800000", "retention.bytes": "-1"}, {"retention.ms": "604800000"}),
+        ({"retention.ms": "-1", "retention.bytes": "1073741824"}, {"retention.bytes": "1073741824"}),
+        ({"retention.ms": None}, {}),  # not reported
+        ({}, {}),
+    ],
+)
+def test_finite_retention(configs, finite):
+    assert kafka_topics.finite_retention(configs) == finite
+
+
+class FakeAdmin:
+    """What ensure_topics asks of aiokafka's admin client, answered like a
+    real Kafka (or like the mock cluster, with `mock=True`)."""
+
+    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None):
+        self.existing, self.retention_ms, self.mock, self.refuse = list(existing), retention_ms, mock, refuse
+        self.created = []
+
+    def __call__(self, **_):
+        return self
+
+    async def start(self):
+        pass
+
+    async def close(self):
+        pass
+
+    async def list_topics(self):
+        return self.existing
+
+    async def describe_cluster(self):
+        return {"brokers": [{"node_id": 1}], "controller_id": 0 if self.mock else 1}
+
+    async def create_topics(self, new_topics):
+        self.created += new_topics
+        return SimpleNamespace(topic_errors=[(t.name, 40 if t.name == self.refuse else 0, "bad") for t in new_topics])
+
+    async def describe_configs(self, resources):
+        if self.mock:
+            raise IncompatibleBrokerVersion("DescribeConfigsRequest cannot be used")
+        entries = [("retention.ms", self.retention_ms, False, 5, False), ("retention.bytes", "-1", False, 5, False)]
+        return [SimpleNamespace(resources=[(0, None, 2, r.name, entries) for r in resources])]
+
+
+async def test_missing_topics_are_created_with_their_configs(monkeypatch):
+    admin = FakeAdmin()
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", admin)
+    await kafka_topics.ensure_topics(SETTINGS)
+    configs = {t.name: t.topic_configs for t in admin.created}
+    assert configs == {t.name: kafka_topics.topic_configs(SETTINGS).get(t.name, {}) for t in SETTINGS.topics()}
+
+
+async def test_a_refused_topic_is_an_error(monkeypatch):
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(refuse="emgas.dlq"))
+    with pytest.raises(BrokerError, match="emgas.dlq"):
+        await kafka_topics.ensure_topics(SETTINGS)
+
+
+@pytest.mark.parametrize("retention_ms, warned", [("604800000", True), ("-1", False)])
+async def test_existing_graph_events_with_finite_retention_is_a_warning(monkeypatch, caplog, retention_ms, warned):
+    names = [t.name for t in SETTINGS.topics()]
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, retention_ms))
+    with caplog.at_level(logging.WARNING, logger="streams.topics"):
+        await kafka_topics.ensure_topics(SETTINGS)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert bool(warnings) == warned
+    if warned:
+        assert "emgas.graph-events" in warnings[0] and "retention.ms=604800000" in warnings[0]
+        assert "snapshot" in warnings[0]
+
+
+async def test_the_embedded_broker_without_admin_apis_is_fine_when_topics_exist(monkeypatch, caplog):
+    names = [t.name for t in SETTINGS.topics()]
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, mock=True))
+    with caplog.at_level(logging.INFO, logger="streams.topics"):
+        await kafka_topics.ensure_topics(SETTINGS)
+    assert not caplog.records
+
+
+async def test_the_embedded_broker_cannot_create_missing_topics(monkeypatch):
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(mock=True))
+    with pytest.raises(BrokerError, match="emgas broker"):
+        await kafka_topics.ensure_topics(SETTINGS)
