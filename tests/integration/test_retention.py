@@ -1,0 +1,147 @@
+"""Recovery on the embedded broker when retention dropped the log's beginning.
+
+The mock cluster keeps about 5 MiB per partition and silently drops the
+oldest records past that. A worker that held the partition before the drop
+wrote a snapshot after it; a fresh worker then recovers the graph
+completely from that snapshot. Without one, recovery says which offsets are
+missing. Recovery is driven in-process here (the same `Recovery` a worker
+runs on assignment), with its appends going to the broker.
+"""
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from processors.codec import encode
+from processors.events import Checkpoint, GraphEvent, SnapshotStarted
+from replay.logstate import latest_checkpoint
+from replay.run import log_reader
+from state.digest import partition_digests
+from state.snapshot_writer import SnapshotPolicy
+from streams.local import start_embedded
+from streams.partitions import PartitionStates
+from streams.recovery import Recovery
+from streams.settings import Settings
+from tests.factories import ingested
+
+pytestmark = pytest.mark.integration
+FILLER_BYTES = 60_000  # a duplicate turn this big: 100 of them pass the mock's 5 MiB
+AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+class Owner:
+    """A partition owner: its states on disk and its appends to the broker."""
+
+    def __init__(self, settings: Settings, name: str) -> None:
+        self.settings = settings
+        self.states = PartitionStates(settings.home / name, settings.graph, snapshots=SnapshotPolicy(min_bytes=0))
+        self.producer: AIOKafkaProducer | None = None
+
+    async def append(self, events: list[GraphEvent]) -> list[int]:
+        if self.producer is None:
+            self.producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_servers(), max_request_size=2**20)
+            await self.producer.start()
+        acks = []
+        for event in events:
+            key = event.graph_id.encode() if hasattr(event, "graph_id") else None
+            partition = None if key is not None else event.partition
+            acks.append(await self.producer.send(self.settings.graph_events_topic, encode(event), key=key, partition=partition))
+        return [metadata.offset for metadata in await asyncio.gather(*acks)]
+
+    async def catch_up(self) -> Recovery:
+        """One assignment's recovery of partition 0 (it folds to the end of the log)."""
+        recovery = Recovery(self.settings, self.states, self.append)
+        assert await recovery.wait(0)
+        return recovery
+
+    async def close(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+        self.states.close()
+
+
+def turns(n: int, start: int = 0) -> list[GraphEvent]:
+    return [ingested("g", f"t{i}", {f"c{i % 7}": 0.8, f"c{(i * 3) % 11}": 0.5}, minute=i) for i in range(start, start + n)]
+
+
+def filler(n: int) -> list[GraphEvent]:
+    """Big duplicates of turn t0: the fold skips them, retention counts them."""
+    return [ingested("g", "t0", {"c0": 0.8}, text="x" * FILLER_BYTES) for _ in range(n)]
+
+
+async def bounds(settings: Settings) -> tuple[int, int]:
+    async with log_reader(settings) as reader:
+        return (await reader.bounds(settings.graph_events_topic, [0]))[0]
+
+
+async def scenario(settings: Settings, snapshot: bool, returning: bool = False) -> tuple[dict, Recovery, tuple[int, int]]:
+    """Turns, a drop by retention, (a snapshot), more turns; a fresh worker
+    recovers (`returning`: a worker that stopped after the first turns)."""
+    old = Owner(settings, "old")
+    try:
+        await old.append(turns(40))
+        await old.catch_up()  # names the log, folds the turns
+        if returning:
+            lagging = Owner(settings, "fresh")
+            await lagging.catch_up()
+            await lagging.close()
+        for _ in range(5):  # the owner folds as they come, as a live worker does
+            await old.append(filler(20))
+            await old.catch_up()
+        if snapshot:
+            await old.append([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
+            await old.catch_up()  # serves the snapshot: its parts are appended
+            await old.catch_up()  # folds the parts: the checkpoint is appended
+        await old.append(turns(5, start=40))
+        await old.catch_up()
+        expected = {d.version: d.digest for d in partition_digests(old.states.get(0).repo)}
+    finally:
+        await old.close()
+    fresh = Owner(settings, "fresh")
+    try:
+        recovery = await fresh.catch_up()
+        found = {d.version: d.digest for d in partition_digests(fresh.states.get(0).repo)}
+        return {"expected": expected, "found": found}, recovery, await bounds(settings)
+    finally:
+        await fresh.close()
+
+
+def settings_for(tmp_path) -> tuple[Settings, object]:
+    settings = Settings(home=tmp_path, partitions=1, turn_partitions=1)
+    cluster = start_embedded(settings)
+    return settings.model_copy(update={"broker": cluster.bootstrap_servers}), cluster
+
+
+def test_a_fresh_worker_recovers_a_truncated_partition_from_its_snapshot(tmp_path):
+    settings, cluster = settings_for(tmp_path)
+    try:
+        digests, recovery, (start, _) = asyncio.run(scenario(settings, snapshot=True))
+        assert start > 40, "retention must have dropped the first turns"
+        assert digests["found"] == digests["expected"] and digests["found"]
+        assert recovery.recoveries[0]["checkpoint"] is not None
+        assert recovery.problems == {}
+    finally:
+        cluster.close()
+
+
+def test_without_a_snapshot_recovery_names_the_missing_offsets(tmp_path):
+    settings, cluster = settings_for(tmp_path)
+    try:
+        digests, recovery, (start, _) = asyncio.run(scenario(settings, snapshot=False))
+        assert start > 40
+        assert f"offsets 0..{start - 1} were dropped by retention" in recovery.problems[0]
+        assert digests["found"] != digests["expected"]
+    finally:
+        cluster.close()
+
+
+def test_a_worker_whose_state_fell_behind_retention_restarts_from_the_snapshot(tmp_path):
+    settings, cluster = settings_for(tmp_path)
+    try:
+        digests, recovery, (start, _) = asyncio.run(scenario(settings, snapshot=True, returning=True))
+        assert digests["found"] == digests["expected"] and start > 40
+        assert "truncated" in recovery.problems[0] and "rebuilt from the latest checkpoint" in recovery.problems[0]
+    finally:
+        cluster.close()
