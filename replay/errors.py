@@ -11,3 +11,7 @@ class LogUnavailable(ReplayError):
 
 class LogTruncated(ReplayError):
     """Events needed for a rebuild are no longer in the log (retention)."""
+
+
+class SnapshotCorrupt(ReplayError):
+    """A snapshot in the log does not restore to the digests its writer computed."""

@@ -26,7 +26,7 @@ class Step:
     """One event that changed (or examined) the concept."""
 
     offset: int
-    kind: str  # created | mentioned | retrieved | decayed | kept | pruned | topic | forgotten
+    kind: str  # created | mentioned | retrieved | decayed | kept | pruned | topic | forgotten | restored
     at: datetime
     activation: float | None  # after the event (at the tick, for decay ticks)
     detail: str
@@ -44,8 +44,8 @@ def explain(
             event = decode_graph_event(record.value)
         except DecodeError:
             continue
-        if event.graph_id != graph_id:
-            continue
+        if getattr(event, "graph_id", None) != graph_id:
+            continue  # another graph's, or the log's own (its identity, checkpoints)
         ref = state.ref_of(event)
         if version is not None and ref.version != version:
             state.apply(event, record.offset)
@@ -66,6 +66,10 @@ def _record(state: PartitionState, ref: GraphRef, cid: str) -> ConceptState | No
 def _step(
     event: GraphEvent, offset: int, outcome: Outcome, old: ConceptState | None, new: ConceptState | None, cid: str
 ) -> Step | None:
+    if outcome == Outcome.SNAPSHOT_COMPLETED and new != old:
+        return Step(offset, "restored", event.timestamp, new.base_activation if new else None,
+                    "the graph was restored from a base snapshot (its state re-based onto this log)",
+                    old.base_activation if old else None)
     if outcome != Outcome.APPLIED:
         return None
     a = new.base_activation if new else None

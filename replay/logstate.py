@@ -19,9 +19,9 @@ from enum import Enum
 from processors.codec import decode_graph_event
 from processors.errors import DecodeError
 from processors.events import Checkpoint, LogStarted, Snapshot
-from replay.errors import LogTruncated
+from replay.errors import LogTruncated, SnapshotCorrupt
 from replay.reader import LogReader, LogRecord
-from state.projector import PartitionState
+from state.projector import PartitionState, SnapshotMismatch
 from state.snapshots import LogIdentity
 
 SCAN_WINDOW = 2_000  # records read per step of a backward scan
@@ -133,36 +133,58 @@ async def check_log(
     return LogCheck(LogStatus.SAME, f"{where} is log {found}", found)
 
 
-async def start_from_checkpoint(
-    reader: LogReader, topic: str, partition: int, state: PartitionState, stop: int, graph_id: str | None = None
-) -> int | None:
-    """Restore the empty `state` from the latest checkpoint before `stop`
-    (only `graph_id`'s snapshot, if given); the checkpoint's offset, or None
-    when the log holds none (or its snapshots were dropped by retention)."""
+async def usable_checkpoint(
+    reader: LogReader, topic: str, partition: int, stop: int, graph_id: str | None = None
+) -> tuple[int, Checkpoint] | None:
+    """The latest checkpoint before `stop` whose snapshots (only `graph_id`'s,
+    if given) are still in the log, with its offset; None if there is none."""
     start, _ = (await reader.bounds(topic, [partition]))[partition]
     found = await latest_checkpoint(reader, topic, partition, start, stop)
     if found is None:
         return None
     offset, checkpoint = found
-    locations = [loc for loc in checkpoint.snapshots if graph_id is None or loc.graph_id == graph_id]
+    locations = tuple(loc for loc in checkpoint.snapshots if graph_id is None or loc.graph_id == graph_id)
     if any(loc.first < start for loc in locations):
         return None
-    checkpoint = checkpoint.model_copy(update={"snapshots": tuple(locations)})
+    return offset, checkpoint.model_copy(update={"snapshots": locations})
+
+
+async def restore_checkpoint(
+    reader: LogReader, topic: str, partition: int, state: PartitionState, found: tuple[int, Checkpoint]
+) -> None:
+    """Restore the empty `state` from the checkpoint `found` (its offset, and
+    it), reading its snapshots' parts where they lie."""
+    offset, checkpoint = found
+    locations = checkpoint.snapshots
     parts: dict[str, list[Snapshot]] = {loc.graph_id: [] for loc in locations}
+    wanted = {loc.graph_id: loc.as_of for loc in locations}
     for lo, hi in _ranges([(loc.first, loc.last + 1) for loc in locations]):
         async for batch in reader.read(topic, partition, lo, hi):
             for record in batch:
                 event = _decoded(record, b'{"type":"snapshot"')
-                if isinstance(event, Snapshot) and event.graph_id in parts:
-                    loc = next(l for l in locations if l.graph_id == event.graph_id)
-                    if event.as_of == loc.as_of:
-                        parts[event.graph_id].append(event)
+                if isinstance(event, Snapshot) and wanted.get(event.graph_id) == event.as_of:
+                    parts[event.graph_id].append(event)
     incomplete = [loc.graph_id for loc in locations if len({p.part for p in parts[loc.graph_id]}) < loc.parts]
     if incomplete:
         raise LogTruncated(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
                            f"{incomplete} whose parts are not all in the log")
-    state.restore_checkpoint(checkpoint, {g: _unique(ps) for g, ps in parts.items()})
-    return offset
+    try:
+        state.restore_checkpoint(checkpoint, {g: _unique(ps) for g, ps in parts.items()})
+    except SnapshotMismatch as err:
+        raise SnapshotCorrupt(f"{topic}[{partition}]: the checkpoint at offset {offset} cannot be used: {err}") from None
+
+
+async def start_from_checkpoint(
+    reader: LogReader, topic: str, partition: int, state: PartitionState, stop: int, graph_id: str | None = None
+) -> int | None:
+    """Restore the empty `state` from the latest usable checkpoint before
+    `stop` (only `graph_id`'s snapshot, if given); the checkpoint's offset,
+    or None when the log holds none."""
+    found = await usable_checkpoint(reader, topic, partition, stop, graph_id)
+    if found is None:
+        return None
+    await restore_checkpoint(reader, topic, partition, state, found)
+    return found[0]
 
 
 def _unique(parts: list[Snapshot]) -> list[Snapshot]:

@@ -19,7 +19,7 @@ from processors.errors import DecodeError
 from processors.events import DigestReply, ErrorReply, GraphDigest, GraphVersionSwitched, Reply
 from processors.extract import extractor_id, ingest
 from processors.graph import GraphParams
-from replay.errors import ReplayError
+from replay.errors import ReplayError, SnapshotCorrupt
 from replay.fold import Selection
 from replay.logstate import start_from_checkpoint
 from replay.reader import LogReader, LogRecord, partition_of
@@ -132,7 +132,10 @@ async def _start_from_checkpoints(
         return {}
     found = {}
     for partition, stop in sorted(stops.items()):
-        offset = await start_from_checkpoint(reader, topic, partition, open_state(partition), stop, selection.graph_id)
+        try:
+            offset = await start_from_checkpoint(reader, topic, partition, open_state(partition), stop, selection.graph_id)
+        except SnapshotCorrupt as err:
+            raise SnapshotCorrupt(f"{err} (`emgas replay --from-beginning` folds the whole log instead)") from None
         if offset is not None:
             found[partition] = offset
     return found

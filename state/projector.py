@@ -59,6 +59,14 @@ log = logging.getLogger(__name__)
 Refolds = dict[GraphRef, Records | None]
 
 
+def content_digests(records: ContentRecords, params: GraphParams) -> dict[tuple[str, int], str]:
+    """(graph, version) -> digest of the graph versions in `records` (a snapshot's content)."""
+    scratch = MemoryStore()
+    scratch.write(dict(records))
+    repo = GraphRepository(Transaction(scratch))
+    return {(ref.graph_id, ref.version): graph_digest(repo, ref).digest for ref in repo.graph_refs()}
+
+
 class SnapshotMismatch(Exception):
     """A snapshot restored does not have the digests its writer computed."""
 
@@ -143,7 +151,8 @@ class PartitionState:
     def _graph_event(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
-        self.ledger.record(event.graph_id, offset, raw or encode(event))
+        if self.ledger.recording(event.graph_id):
+            self.ledger.record(event.graph_id, offset, raw or encode(event))
         ref = self.ref_of(event)
         meta = self.repo.meta(ref)
         outcome = self._skipped(event, ref, meta)
@@ -169,17 +178,25 @@ class PartitionState:
         assert isinstance(event, Snapshot)
         done = self.ledger.part(event, offset)
         if isinstance(done, Completed):
-            if done.base:
-                self._replace(event.graph_id, done)
-            return Outcome.SNAPSHOT_COMPLETED
+            return self._replace(event.graph_id, done, offset) if done.base else Outcome.SNAPSHOT_COMPLETED
         return Outcome.SNAPSHOT_PART if done else Outcome.SNAPSHOT_IGNORED
 
-    def _replace(self, graph_id: str, done: Completed) -> None:
+    def _replace(self, graph_id: str, done: Completed, offset: int) -> Outcome:
         """A base snapshot completed: the graph is its content, then the
-        graph's events since the snapshot started, applied again in order."""
-        self.restore(graph_id, done.records, done.digests)
-        for offset, raw in done.recorded:
-            self._graph_event(decode_graph_event(raw), offset, None, raw)
+        graph's events since the snapshot started, applied again in order.
+        Content without the digests its writer computed is rejected (the
+        graph stays as it is)."""
+        found = content_digests(done.records, self.params)
+        expected = {(d.graph_id, d.version): d.digest for d in done.digests}
+        if found != expected:
+            reason = f"the snapshot's content has digests {found}, its writer computed {expected}"
+            log.error("base snapshot of graph %r completed at offset %s rejected: %s", graph_id, offset, reason)
+            self.repo.stage_rejection(offset, "snapshot", reason)
+            return Outcome.REJECTED
+        self.restore(graph_id, done.records)
+        for recorded_at, raw in done.recorded:
+            self._graph_event(decode_graph_event(raw), recorded_at, None, raw)
+        return Outcome.SNAPSHOT_COMPLETED
 
     def restore(self, graph_id: str, records: ContentRecords, digests: tuple = ()) -> None:
         """Make `graph_id`'s content `records` (views rebuilt); the digests

@@ -220,6 +220,10 @@ class Ledger:
             self._base_pending.add(gid)
         return True
 
+    def recording(self, graph_id: str) -> bool:
+        """Whether the graph's events are kept: its base snapshot is under way."""
+        return graph_id in self._base_pending
+
     def record(self, graph_id: str, offset: int, raw: bytes) -> None:
         """Keep an event of a graph whose base snapshot is under way (replayed onto it)."""
         if graph_id in self._base_pending:

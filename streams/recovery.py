@@ -36,9 +36,9 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
 from processors.events import GraphEvent, LogStarted, SnapshotStarted
-from replay.errors import LogTruncated, ReplayError
+from replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
 from replay.fold import Selection
-from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, start_from_checkpoint
+from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, start_from_checkpoint, usable_checkpoint
 from replay.reader import LogReader
 from replay.rebuild import rebuild_partition
 from replay.run import log_reader
@@ -209,12 +209,12 @@ class Recovery:
     async def _on_truncated(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
-        fresh = self.states.discard(partition)
-        if await self._from_checkpoint(reader, partition, fresh, end):
+        if await usable_checkpoint(reader, topic, partition, end) is None:
+            raise LogTruncated(f"{check.detail}, and no checkpoint after them is left in the log")
+        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end):
             self._report(partition, "truncated", "state rebuilt from the latest checkpoint", check.detail)
-            self._restored(fresh)
-            return fresh
-        raise LogTruncated(f"{check.detail}, and no checkpoint after them is left in the log")
+            self._restored(self.states.worker(partition))
+        return self.states.worker(partition)
 
     async def _start_fresh(self, reader: LogReader, partition: int, worker: PartitionWorker) -> PartitionWorker:
         """An empty state starts from the latest checkpoint, if the log has one."""
@@ -222,11 +222,18 @@ class Recovery:
         _, end = (await reader.bounds(topic, [partition]))[partition]
         if await self._from_checkpoint(reader, partition, worker, end):
             self._restored(worker)
-        return worker
+        return self.states.worker(partition)
 
     async def _from_checkpoint(self, reader: LogReader, partition: int, worker: PartitionWorker, end: int) -> bool:
+        """Restore the empty state from the latest checkpoint; False if there is
+        none or it is corrupt (then the state is empty again, and the whole log is folded)."""
         topic = self.settings.graph_events_topic
-        offset = await start_from_checkpoint(reader, topic, partition, worker.state, end)
+        try:
+            offset = await start_from_checkpoint(reader, topic, partition, worker.state, end)
+        except SnapshotCorrupt as err:
+            self._report(partition, "corrupt snapshot", "folding the whole log instead", str(err))
+            self.states.discard(partition)
+            return False
         if offset is None:
             return False
         self._checkpoints[partition] = offset
