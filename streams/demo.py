@@ -60,11 +60,13 @@ def free_port() -> int:
 
 
 def start_worker(
-    settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None
+    settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`emgas worker` as a child process on the given broker and home, its web
-    server (metrics, health) on `web_port` (default: a free port)."""
-    env = {
+    server (metrics, health) on `web_port` (default: a free port); `env`:
+    more environment variables for it (e.g. other `EMGAS_*` settings)."""
+    environment = {
         **os.environ,
         "EMGAS_BROKER": settings.bootstrap_servers(),
         "EMGAS_HOME": str(settings.home),
@@ -73,11 +75,12 @@ def start_worker(
         "EMGAS_PARTITIONS": str(settings.partitions),
         "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
         "EMGAS_GRAPH": settings.graph.model_dump_json(),
+        **(env or {}),
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            env=environment, stdout=log, stderr=subprocess.STDOUT,
         )
 
 

@@ -171,3 +171,25 @@ def test_a_forgotten_turn_is_in_no_snapshot_written_after_the_forget():
     assert any(b"the secret plan" in v for _, v in assemble(before))  # the older one still holds it
     for key, value in assemble(after):
         assert b"the secret plan" not in value and (b"t1" not in key or key.startswith(b"x\x00"))
+
+
+def test_the_owner_snapshots_every_graph_once_enough_history_came_and_then_checkpoints():
+    log = LocalLog(FAST)
+    log.worker.snapshots.policy = SnapshotPolicy(min_bytes=20_000, ratio=1.0)
+    log.state.ledger.set_identity(LogIdentity("L", -1))
+    specs = [({VOCAB[i % 6]: 0.8, VOCAB[(i + 1) % 6]: 0.4}, i * 30) for i in range(120)]
+    log.extend(lived(specs, set(), set()).log)
+    checkpoints = [(o, e) for o, e in enumerate(log.log) if isinstance(e, Checkpoint)]
+    assert len(checkpoints) >= 2, "rounds repeat as history grows"
+    offset, checkpoint = checkpoints[-1]
+    assert {loc.graph_id for loc in checkpoint.snapshots} == {"g", "h"}
+    assert all(loc.as_of < offset for loc in checkpoint.snapshots)
+    assert digests(recovered(log.log, checkpoint)) == digests(log.state)
+    # Every round waits for the history since the last one: not after every event.
+    markers = sum(isinstance(e, SnapshotStarted) for e in log.log)
+    assert markers <= 2 * len(checkpoints) + 2
+
+
+def test_no_policy_no_snapshot_but_the_ones_asked_for():
+    log = lived([({"kafka": 0.8}, 0), ({"lag": 0.5}, 30)], set(), {1})
+    assert not any(isinstance(e, (SnapshotStarted, Snapshot, Checkpoint)) for e in log.log)
