@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
+from typing import Iterable
 
 from processors.codec import decode_graph_event
 from processors.errors import DecodeError
@@ -61,14 +61,8 @@ class FoldCounts:
         return self.outcomes.get(Outcome.APPLIED.value, 0)
 
 
-# Called with each event applied, its offset and outcome (a worker's catch-up
-# serves the snapshots it meets with it).
-AfterApply = Callable[[GraphEvent, int, Outcome], None]
-
-
 def fold_records(
-    state: PartitionState, records: Iterable[LogRecord], selection: Selection, counts: FoldCounts,
-    after: AfterApply | None = None,
+    state: PartitionState, records: Iterable[LogRecord], selection: Selection, counts: FoldCounts
 ) -> None:
     """Apply the selected, decodable records to `state`, in order.
 
@@ -86,10 +80,8 @@ def fold_records(
         if not selection.wants(event):
             counts.not_selected += 1
             continue
-        outcome = state.apply(event, record.offset, raw=record.value)
-        counts.outcomes[outcome.value] = counts.outcomes.get(outcome.value, 0) + 1
-        if after is not None:
-            after(event, record.offset, outcome)
+        outcome = state.apply(event, record.offset, raw=record.value).value
+        counts.outcomes[outcome] = counts.outcomes.get(outcome, 0) + 1
         if counts.read % COMMIT_EVERY == 0:
             state.commit()
     state.commit()

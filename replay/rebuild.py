@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from replay.fold import AfterApply, FoldCounts, Selection, fold_records
+from replay.fold import FoldCounts, Selection, fold_records
 from replay.reader import LogReader
 from state.projector import PartitionState
 
@@ -35,12 +35,11 @@ async def rebuild_partition(
     stop: int,
     selection: Selection,
     progress: Progress | None = None,
-    after: AfterApply | None = None,
 ) -> FoldCounts:
     """Fold the records of `partition` after the state's offset and before `stop`."""
     counts = FoldCounts()
     async for batch in reader.read(topic, partition, state.applied_offset + 1, stop):
-        fold_records(state, batch, selection, counts, after)
+        fold_records(state, batch, selection, counts)
         if progress is not None:
             progress(len(batch))
     return counts

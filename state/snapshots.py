@@ -201,9 +201,11 @@ class Ledger:
         raw = self.store.get(keys.PENDING + graph_id.encode())
         return None if raw is None else Pending.load(raw)
 
-    def base_pending(self) -> list[str]:
-        """Graphs whose base snapshot is under way."""
-        return sorted(self._base_pending)
+    def pending_snapshots(self) -> list[tuple[str, bool]]:
+        """(graph, base) of every snapshot under way."""
+        return [
+            (keys.split_tail(key, keys.PENDING)[0], Pending.load(raw).base) for key, raw in self.store.scan(keys.PENDING)
+        ]
 
     def any_pending(self) -> bool:
         return next(iter(self.store.scan(keys.PENDING)), None) is not None

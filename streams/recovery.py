@@ -42,7 +42,6 @@ from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, s
 from replay.reader import LogReader
 from replay.rebuild import rebuild_partition
 from replay.run import log_reader
-from state.projector import Outcome
 from state.snapshots import LogIdentity, graph_ids
 from state.steps import PartitionWorker
 from streams.metrics import Metrics
@@ -269,22 +268,19 @@ class Recovery:
     # -- 3: the fold -----------------------------------------------------------------
 
     async def _fold_to_end(self, reader: LogReader, partition: int, worker: PartitionWorker) -> int:
-        """Fold to the end of the log, serving the snapshots met; base
-        snapshots left unfinished by a stopped writer are started again."""
+        """Fold to the end of the log. The snapshots it starts are not served
+        here (the state is past their offsets by the end, and their writer
+        may have served them already); those still unfinished at the end of
+        the log (their writer stopped, or they are this re-base's) are
+        requested again, for the agents to serve."""
         topic = self.settings.graph_events_topic
-        due: list[GraphEvent] = []
-        now = datetime.now(timezone.utc)
-        served: set[str] = set()
-
-        def after(event: GraphEvent, offset: int, outcome: Outcome) -> None:
-            if outcome is Outcome.SNAPSHOT_STARTED:
-                served.add(event.graph_id)
-            due.extend(worker.snapshots.after(worker.state, event, offset, outcome, 0, now))
-
         _, end = (await reader.bounds(topic, [partition]))[partition]
-        counts = await rebuild_partition(reader, topic, partition, worker.state, end, Selection(), after=after)
-        stale = [g for g in worker.state.ledger.base_pending() if g not in served]
-        due += [SnapshotStarted(graph_id=g, reason="rebase", base=True, timestamp=now) for g in stale]
-        if due and self.append is not None:
-            await self.append(due)
+        counts = await rebuild_partition(reader, topic, partition, worker.state, end, Selection())
+        unfinished = worker.state.ledger.pending_snapshots()
+        if unfinished:
+            now = datetime.now(timezone.utc)
+            await self._append([
+                SnapshotStarted(graph_id=g, reason="rebase" if base else "request", base=base, timestamp=now)
+                for g, base in unfinished
+            ])
         return counts.read

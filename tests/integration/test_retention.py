@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from processors.codec import encode
+from processors.codec import decode_graph_event, encode
 from processors.events import Checkpoint, GraphEvent, SnapshotStarted
 from replay.logstate import latest_checkpoint
 from replay.run import log_reader
@@ -56,6 +56,22 @@ class Owner:
         assert await recovery.wait(0)
         return recovery
 
+    async def live(self) -> None:
+        """What the apply agent does with the records after the state's offset:
+        decode, step, append what became due (snapshot parts, checkpoints),
+        commit; until nothing new comes."""
+        worker, topic = self.states.worker(0), self.settings.graph_events_topic
+        while True:
+            async with log_reader(self.settings) as reader:
+                _, end = (await reader.bounds(topic, [0]))[0]
+                if end <= worker.state.applied_offset + 1:
+                    return
+                async for batch in reader.read(topic, 0, worker.state.applied_offset + 1, end):
+                    for record in batch:
+                        _, due = worker.on_graph_event(decode_graph_event(record.value), record.offset, AT, record.value)
+                        await self.append(due)
+            worker.state.commit()
+
     async def close(self) -> None:
         if self.producer is not None:
             await self.producer.stop()
@@ -92,8 +108,7 @@ async def scenario(settings: Settings, snapshot: bool, returning: bool = False) 
             await old.catch_up()
         if snapshot:
             await old.append([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
-            await old.catch_up()  # serves the snapshot: its parts are appended
-            await old.catch_up()  # folds the parts: the checkpoint is appended
+            await old.live()  # serves the snapshot, folds its parts, appends the checkpoint
         await old.append(turns(5, start=40))
         await old.catch_up()
         expected = {d.version: d.digest for d in partition_digests(old.states.get(0).repo)}
