@@ -189,10 +189,11 @@ class Recovery:
         return worker
 
     async def _rebase(self, reader: LogReader, partition: int, worker: PartitionWorker, graphs: list[str]) -> None:
-        """Name the new log in the state and append a base snapshot of every
-        graph to it (served by the fold that follows): the new log then
-        holds the graphs. The snapshots are appended before the state is
-        changed, so a crash in between re-bases again."""
+        """Name the new log in the state and append a base snapshot request
+        for every graph to it: once the fold has applied them, the catch-up
+        asks for them again at the end of the log and the apply agent serves
+        them, so the new log holds the graphs. The requests are appended
+        before the state is changed, so a crash in between re-bases again."""
         topic = self.settings.graph_events_topic
         start, end = (await reader.bounds(topic, [partition]))[partition]
         named = await first_log_started(reader, topic, partition, start, end)

@@ -116,6 +116,10 @@ def test_rebase_keeps_the_old_turns_and_applies_the_new(session):
     answer = session.emgas("query", "--graph", "alice", "greyhound Pretzel")
     assert answer.returncode == 0 and "[new-1]" in answer.stdout and "[alice-" in answer.stdout
     verified(session)
+    snapshot = session.emgas("snapshot", "--all")
+    assert snapshot.returncode == 0 and "graph 'alice': snapshot requested" in snapshot.stdout, snapshot.stderr
+    assert "checkpoint at offset" in snapshot.stdout
+    verified(session)  # now from the checkpoint just written
     health = session.health()
     assert any("reset" in problem and "re-based" in problem for problem in health["log_mismatches"].values())
     log = session.worker_log.read_text()
