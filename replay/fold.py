@@ -35,8 +35,8 @@ class Selection:
     to_offset: int | None = None
 
     def wants(self, event: GraphEvent) -> bool:
-        if self.graph_id is not None and event.graph_id != self.graph_id:
-            return False
+        if self.graph_id is not None and getattr(event, "graph_id", None) != self.graph_id:
+            return False  # another graph's, or the log's own records (identity, checkpoints)
         return self.as_of is None or event.timestamp <= self.as_of
 
 

@@ -193,3 +193,12 @@ def test_the_owner_snapshots_every_graph_once_enough_history_came_and_then_check
 def test_no_policy_no_snapshot_but_the_ones_asked_for():
     log = lived([({"kafka": 0.8}, 0), ({"lag": 0.5}, 30)], set(), {1})
     assert not any(isinstance(e, (SnapshotStarted, Snapshot, Checkpoint)) for e in log.log)
+
+
+def test_a_rebuild_of_one_graph_passes_over_the_logs_own_records():
+    from replay.fold import Selection
+
+    one = Selection(graph_id="g")
+    assert not one.wants(LogStarted(log_id="L", partition=0, timestamp=AT))
+    assert not one.wants(Checkpoint(log_id="L", partition=0, as_of=3, snapshots=(), timestamp=AT))
+    assert one.wants(marker("g")) and not one.wants(marker("h"))
