@@ -42,29 +42,81 @@ Every figure is the median of several repeats, with their min and max:
   journal_bytes_per_turn: the journal that makes it possible (every event
   applied to the graph, ticks included), per turn.
 
+Taking over a partition. Both parts use one graph of synthetic turns
+(`streams.synthetic`) put through `LocalLog` (its decay ticks and
+consolidations included): its history once ("1x"), or that whole history
+published 10 times ("10x": the 9 later copies are duplicates, which the
+fold skips, so the final state is the same and the bench checks it).
+Duplicates are the cheapest history to fold (a lookup each), so the
+no-snapshot figures at 10x are a lower bound for a history of real
+retrievals and ticks.
+
+- recovery_in_process_s_1x / _10x: recovery alone, without Kafka or a
+  process: a fresh RocksDB state restored from the log's checkpoint
+  (`PartitionState.restore_checkpoint`: its snapshot parts assembled, the
+  graph written, its view built, its digests checked) and the log after
+  the snapshot folded; recovery_in_process_s_1x_no_snapshots / _10x_...:
+  the whole log before the snapshot request folded instead (as `_fold_s`).
+  recovery_in_process_turns turns (more than the live part can hold);
+  every state recovered must have the same digests, or the bench fails.
+- snapshot_bytes_per_edge: the graph's snapshot (the parts' compressed
+  bytes, base64 removed) per edge of the graph (snapshot_graph_edges), at
+  recovery_in_process_turns turns; snapshot_serialize_ms: the owner
+  serving a snapshot request of that graph on a RocksDB state
+  (`SnapshotWriter.serve`: content read, digests, packed, cut into parts).
+- takeover_s_history_1x / _10x (and _no_snapshots): live, on a fresh
+  embedded broker per history (1 partition) whose log holds the
+  takeover_turns-turn graph's history: from just before a worker with no
+  state (new name, new data directory, automatic snapshot rounds off)
+  is started until an activation query for the graph (asked again every
+  second until answered) gets an activation reply: process start, group
+  join, recovery, first answer. Without snapshots the log has no
+  checkpoint; with, a worker that folded it wrote a snapshot on request
+  (`emgas snapshot`) before the takeovers. Each takeover's worker is
+  stopped before the next starts. recovery_s_history_* and
+  recovery_records_read_history_*: the worker's own account of that
+  catch-up (`/health` `recoveries`): seconds and records read.
+  takeover_digests_equal: whether every takeover served the same graph.
+  Process start and group join on the mock broker are a fixed cost of
+  several seconds, and its 5 MiB per partition bound the history (3,380
+  events of 1 KB at 300 turns, 10x), so these ratios mostly show the
+  fixed cost; the in-process figures show recovery alone.
+- snapshot_write_s: from appending the snapshot request until its
+  checkpoint is in the log (`request_snapshots`, the owner idle and
+  caught up), one per history log (the same state), median of the two.
+
 `limits` relates figures that bound each other (medians), each with its
 goal: the fold should not be much slower than extraction
 (fold / extract >= 0.5), replay not much slower than reading the log
 (replay / log read >= 0.5), ingest not much slower than its Kafka hops
-alone (ingest / passthrough >= 0.5), and a round trip not much more than
-two hops and the worker's time (rr / (2 hops + worker) <= 1.3).
+alone (ingest / passthrough >= 0.5), a round trip not much more than
+two hops and the worker's time (rr / (2 hops + worker) <= 1.3), a
+takeover not much slower for ten times the history with snapshots
+(10x / 1x <= 1.5), and snapshots making the takeover of the long history
+much faster (10x without / 10x with >= 5).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import ctypes
 import gc
 import heapq
 import itertools
+import json
 import multiprocessing
 import os
 import platform
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib.metadata import version
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -76,26 +128,33 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from processors.activation import ActivationParams, concept_scores, spread, top_concepts
 from processors.codec import decode_graph_event, encode
 from processors.errors import DecodeError
-from processors.events import ActivationReply, GraphEvent, Turn
+from processors.events import ActivationReply, Checkpoint, GraphEvent, Snapshot, SnapshotStarted, Turn
 from processors.extract import ExtractionParams, detect_language, extractor_id, ingest
 from processors.walks import personalised_pagerank
 from replay.bench import synthetic_turns
 from replay.fold import Selection
 from replay.reader import LogRecord
 from replay.run import log_reader, replay
+from state.digest import partition_digests
 from state.driver import LocalLog
 from state.projector import PartitionState
 from state.rocks import RocksStore
+from state.snapshot_writer import SnapshotWriter
+from state.snapshots import LogIdentity
 from state.transaction import COMMIT_EVERY
 from state.view import GraphView
 from processors.graph import GraphParams, GraphRef
 from processors.dynamics import DecayParams
 from streams.client import MemoryClient
-from streams.demo import DEMO_QUERIES, demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from streams.demo import (
+    DEMO_QUERIES, demo_turns, free_port, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns,
+)
 from streams.embedded import TopicSpec
+from streams.errors import QueryTimeout
 from streams.local import start_embedded
 from streams.settings import Settings
-from streams.synthetic import conversations
+from streams.snapshots import request_snapshots
+from streams.synthetic import Shape, conversations
 
 Progress = Callable[[str], None]
 
@@ -152,12 +211,18 @@ def synthetic_log(turns: list[Turn], params: GraphParams) -> list[GraphEvent]:
 
 def decoded_records(events: list[GraphEvent]) -> list[tuple[GraphEvent, LogRecord]]:
     """`events` written as log records of one partition, each with its event
-    decoded back from the record: what a reader hands to the fold."""
+    decoded back from the record: what a reader hands to the fold. Keyed by
+    graph (a checkpoint, about the partition, has no key)."""
     records = [
-        LogRecord(0, offset, int(e.timestamp.timestamp() * 1000), e.graph_id.encode(), encode(e))
+        LogRecord(0, offset, int(e.timestamp.timestamp() * 1000), _key(e), encode(e))
         for offset, e in enumerate(events)
     ]
     return [(decode_graph_event(r.value), r) for r in records]
+
+
+def _key(event: GraphEvent) -> bytes | None:
+    graph_id = getattr(event, "graph_id", None)
+    return None if graph_id is None else graph_id.encode()
 
 
 def _fold_s(events: list[tuple[GraphEvent, LogRecord]], state_dir: Path, params: GraphParams) -> float:
@@ -166,14 +231,19 @@ def _fold_s(events: list[tuple[GraphEvent, LogRecord]], state_dir: Path, params:
     and after the last), without its decoding."""
     state = PartitionState(RocksStore(state_dir), params)
     started = time.perf_counter()
+    _fold_into(state, events)
+    elapsed = time.perf_counter() - started
+    state.close()
+    return elapsed
+
+
+def _fold_into(state: PartitionState, events: list[tuple[GraphEvent, LogRecord]]) -> None:
+    """Apply `events` to `state`, committing every COMMIT_EVERY events and after the last."""
     for n, (event, record) in enumerate(events, start=1):
         state.apply(event, record.offset, raw=record.value)
         if n % COMMIT_EVERY == 0:
             state.commit()
     state.commit()
-    elapsed = time.perf_counter() - started
-    state.close()
-    return elapsed
 
 
 def fold_figures(turns: int, repeats: int) -> dict[str, Any]:
@@ -627,6 +697,276 @@ def forget_figures(days: int, repeats: int) -> dict[str, Any]:
     }
 
 
+# -- taking over a partition: histories of one graph, with and without snapshots --
+
+HISTORY_COPIES = 10  # the long history: the short one published this many times
+
+
+def history_log(turns: list[Turn], copies: int, params: GraphParams) -> LocalLog:
+    """One graph's log: its `turns` extracted and put through `LocalLog` (with
+    the decay ticks and consolidations they bring), then that whole history
+    re-published `copies - 1` more times: duplicates, which the fold skips,
+    so every copy count gives the same final state. The state names a log
+    (as a worker's does), so a snapshot request appended to it ends in a
+    checkpoint."""
+    extraction = ExtractionParams()
+    tag = extractor_id(extraction)
+    log = LocalLog(params)
+    log.state.ledger.set_identity(LogIdentity("bench", -1))
+    log.extend([ingest(t, extraction, tag) for t in turns])
+    history = list(log.log)
+    for _ in range(copies - 1):
+        log.extend(history)
+    return log
+
+
+def _checkpoint_parts(events: list[GraphEvent], checkpoint: Checkpoint) -> dict[str, list[Snapshot]]:
+    """The parts of each snapshot `checkpoint` lists, from where they lie in `events`."""
+    return {
+        loc.graph_id: [e for e in events[loc.first : loc.last + 1]
+                       if isinstance(e, Snapshot) and e.graph_id == loc.graph_id and e.as_of == loc.as_of]
+        for loc in checkpoint.snapshots
+    }
+
+
+def _recovered(
+    events: list[tuple[GraphEvent, LogRecord]], state_dir: Path, params: GraphParams, checkpoint_at: int | None
+) -> tuple[float, PartitionState]:
+    """A fresh RocksDB state brought up to the end of `events` and the seconds
+    it took: the whole log folded (`checkpoint_at` None), or the checkpoint
+    at that offset restored and the log after its snapshots folded."""
+    state = PartitionState(RocksStore(state_dir), params)
+    started = time.perf_counter()
+    if checkpoint_at is not None:
+        checkpoint = events[checkpoint_at][0]
+        assert isinstance(checkpoint, Checkpoint)
+        state.restore_checkpoint(checkpoint, _checkpoint_parts([e for e, _ in events], checkpoint))
+    _fold_into(state, events[state.applied_offset + 1 :])
+    return time.perf_counter() - started, state
+
+
+def _digests(state: PartitionState) -> dict[tuple[str, int], str]:
+    return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo)}
+
+
+def _serialize_ms(state: PartitionState, graph: str, as_of: int) -> float:
+    """Milliseconds for the owner to serve a snapshot request of `graph` on
+    `state`: its content read, its digests, packed and cut into parts."""
+    marker = SnapshotStarted(graph_id=graph, reason="request", timestamp=datetime.now(timezone.utc))
+    started = time.perf_counter()
+    SnapshotWriter(None, 0).serve(state, marker, as_of)
+    return (time.perf_counter() - started) * 1000
+
+
+def _snapshotted(turns: list[Turn], copies: int, params: GraphParams) -> tuple[LocalLog, int, int]:
+    """`history_log` with a snapshot request of its graph appended (served:
+    parts, then a checkpoint); the log, the request's offset and the checkpoint's."""
+    log = history_log(turns, copies, params)
+    marker_at = len(log.log)
+    log.append(SnapshotStarted(graph_id=turns[0].graph_id, reason="request", timestamp=log.log[-1].timestamp))
+    return log, marker_at, max(i for i, e in enumerate(log.log) if isinstance(e, Checkpoint))
+
+
+def _recovery_s(
+    events: list[tuple[GraphEvent, LogRecord]], state_dir: Path, params: GraphParams, checkpoint_at: int | None,
+    digests: set[tuple],
+) -> float:
+    """`_recovered`'s seconds; the state's digests are added to `digests`."""
+    seconds, state = _recovered(events, state_dir, params, checkpoint_at)
+    digests.add(tuple(sorted(_digests(state).items())))
+    state.close()
+    return seconds
+
+
+def _snapshot_figures(log: LocalLog, marker_at: int, checkpoint_at: int, tmp: Path, repeats: int) -> dict[str, Any]:
+    """The snapshot of the log's graph: compressed bytes per edge of the
+    graph, and the time to serve it on a RocksDB state (restored from it)."""
+    graph = log.log[marker_at].graph_id
+    parts = [e for e in log.log[marker_at:] if isinstance(e, Snapshot)]
+    edges = log.state.view(graph).edges
+    _, state = _recovered(decoded_records(log.log), tmp, log.params, checkpoint_at)
+    try:
+        serialize = [_serialize_ms(state, graph, marker_at) for _ in range(repeats)]
+    finally:
+        state.close()
+    return {
+        "snapshot_graph_edges": edges,
+        "snapshot_bytes_per_edge": round(sum(len(base64.b64decode(p.data)) for p in parts) / max(edges, 1), 1),
+        "snapshot_serialize_ms": figure(serialize, 1),
+    }
+
+
+def in_process_recovery_figures(turns: int, repeats: int, params: GraphParams) -> dict[str, Any]:
+    """Recovery alone, without Kafka, of a graph of `turns` synthetic turns
+    with a history of 1 and HISTORY_COPIES times its events: the whole log
+    folded into a fresh RocksDB state, against its checkpoint restored and
+    the tail folded; the snapshot's size per edge and the time to serve it."""
+    synthetic = conversations(turns, Shape(graphs=1))
+    out: dict[str, Any] = {"recovery_in_process_turns": turns}
+    digests: set[tuple] = set()
+    with tempfile.TemporaryDirectory(prefix="emgas-bench-recovery-") as tmp:
+        for copies in (1, HISTORY_COPIES):
+            tag = f"{copies}x"
+            log, marker_at, checkpoint_at = _snapshotted(synthetic, copies, params)
+            events = decoded_records(log.log)
+            whole = [_recovery_s(events[:marker_at], Path(tmp) / f"{tag}-whole-{r}", params, None, digests)
+                     for r in range(repeats)]
+            restored = [_recovery_s(events, Path(tmp) / f"{tag}-restored-{r}", params, checkpoint_at, digests)
+                        for r in range(repeats)]
+            out[f"recovery_in_process_events_{tag}"] = marker_at
+            out[f"recovery_in_process_s_{tag}"] = figure(restored, 3)
+            out[f"recovery_in_process_s_{tag}_no_snapshots"] = figure(whole, 3)
+            if copies == 1:
+                out.update(_snapshot_figures(log, marker_at, checkpoint_at, Path(tmp) / "snapshot", repeats))
+    if len(digests) != 1:
+        raise RuntimeError(f"recovery gave {len(digests)} different states of one graph: a bug in snapshots or the fold")
+    return out
+
+
+# A worker that takes over: no automatic snapshot rounds, so the one
+# snapshot in the log is the one the bench asks for.
+TAKEOVER_ENV = {"EMGAS_SNAPSHOT_MIN_BYTES": "0"}
+TAKEOVER_DEADLINE_S = 180.0  # a takeover not answered by then fails the bench
+ASK_TIMEOUT_S = 1.0  # each query of a takeover; unanswered: asked again
+
+
+async def _emit_history(live: Settings, events: list[GraphEvent]) -> None:
+    """Append `events` to the graph-events log; an error if the embedded
+    broker's retention dropped any of them (the log must hold them all)."""
+    async with MemoryClient(live) as client:
+        await client.emit(events)
+    topic = live.graph_events_topic
+    async with log_reader(live) as reader:
+        start, end = (await reader.bounds(topic, [0]))[0]
+    if start > 0 or end < len(events):
+        raise RuntimeError(f"{topic}[0] holds offsets {start}..{end} of {len(events)} events appended: "
+                           "the embedded broker dropped some (5 MiB per partition); use fewer turns")
+
+
+async def _first_answer(client: MemoryClient, worker: subprocess.Popen[bytes], graph: str, text: str) -> ActivationReply:
+    """The first activation reply for `graph`, asking again after each timeout
+    or error reply (the partition not served yet)."""
+    deadline = time.monotonic() + TAKEOVER_DEADLINE_S
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker exited with {worker.returncode} before answering")
+        try:
+            reply = await client.ask(graph, text, reinforce=False, timeout_s=ASK_TIMEOUT_S)
+        except QueryTimeout:
+            continue
+        if isinstance(reply, ActivationReply):
+            return reply
+        await asyncio.sleep(0.05)
+    raise QueryTimeout(f"no worker answered for graph {graph!r} within {TAKEOVER_DEADLINE_S:g} s")
+
+
+def _health(port: int) -> dict[str, Any]:
+    """A worker's `/health` (served with 503 while a partition is not ready)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return json.loads(err.read())
+
+
+async def _takeover(live: Settings, name: str, graph: str, text: str, procs: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
+    """Start a worker with no state (a new name, so a new data directory) and
+    time it from just before its process starts until the first activation
+    reply for `graph`; then its graph (turns, digest) and its `/health`
+    account of partition 0's catch-up. The process is left running, in `procs`."""
+    port = free_port()
+    async with MemoryClient(live) as client:
+        started = time.perf_counter()
+        worker = start_worker(live, live.home / f"{name}.log", name=name, web_port=port, env=TAKEOVER_ENV)
+        procs.append(worker)
+        reply = await _first_answer(client, worker, graph, text)
+        seconds = time.perf_counter() - started
+        [digests] = await client.digests(graph)
+    recovery = (await asyncio.to_thread(_health, port))["recoveries"]["0"]
+    return {
+        "seconds": seconds, "turns": reply.stats.turns, "recovery_s": recovery["seconds"],
+        "records_read": recovery["records_read"], "checkpoint": recovery["checkpoint"],
+        "digests": tuple(sorted((d.version, d.digest) for d in getattr(digests, "graphs", ()))),
+    }
+
+
+def _takeovers(live: Settings, tag: str, graph: str, text: str, repeats: int, procs: list, progress: Progress) -> list[dict]:
+    """`repeats` takeovers one after the other, each worker stopped before the
+    next starts, but the last left running."""
+    runs = []
+    for r in range(repeats):
+        if procs:
+            stop_worker(procs[-1])
+        progress(f"takeover {tag} {r + 1}/{repeats}")
+        runs.append(asyncio.run(_takeover(live, f"{tag}-{r}", graph, text, procs)))
+    return runs
+
+
+def _history_takeovers(
+    settings: Settings, events: list[GraphEvent], graph: str, text: str, tag: str, repeats: int, progress: Progress
+) -> tuple[list[dict], list[dict], float]:
+    """On a fresh embedded broker (1 partition) whose log holds `events`:
+    takeovers with no checkpoint in the log; the last of those workers
+    then writes a snapshot on request (timed until its checkpoint is in the
+    log) and stops; then takeovers that start from that checkpoint."""
+    home = Path(tempfile.mkdtemp(prefix="emgas-bench-takeover-"))
+    bench = settings.model_copy(update={"home": home, "partitions": 1, "turn_partitions": 1})
+    cluster = start_embedded(bench)
+    live = bench.model_copy(update={"broker": cluster.bootstrap_servers})
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        asyncio.run(_emit_history(live, events))
+        plain = _takeovers(live, f"{tag}-no-snapshots", graph, text, repeats, procs, progress)
+        progress(f"snapshot {tag}")
+        started = time.perf_counter()
+        asyncio.run(request_snapshots(live, graph, wait_s=60))
+        snapshot_s = time.perf_counter() - started
+        stop_worker(procs[-1])
+        restored = _takeovers(live, f"{tag}-snapshots", graph, text, repeats, procs, progress)
+        return plain, restored, snapshot_s
+    finally:
+        for proc in procs:
+            stop_worker(proc)
+        cluster.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _takeover_keys(tag: str, runs: list[dict]) -> dict[str, Any]:
+    return {
+        f"takeover_s_{tag}": figure([r["seconds"] for r in runs], 2),
+        f"recovery_s_{tag}": figure([r["recovery_s"] for r in runs], 3),
+        f"recovery_records_read_{tag}": figure([r["records_read"] for r in runs], 0),
+    }
+
+
+def takeover_figures(settings: Settings, turns: int, repeats: int, progress: Progress) -> dict[str, Any]:
+    """Live takeovers of one partition by a worker with no state, for a graph
+    of `turns` synthetic turns whose log holds its history once and
+    HISTORY_COPIES times (the same final state), each with and without a
+    checkpoint in the log."""
+    synthetic = conversations(turns, Shape(graphs=1))
+    history = history_log(synthetic, 1, settings.graph).log
+    graph, text = synthetic[0].graph_id, synthetic[0].text
+    out: dict[str, Any] = {"takeover_turns": turns}
+    runs: list[dict] = []
+    snapshot_s = []
+    for copies in (1, HISTORY_COPIES):
+        tag = f"history_{copies}x"
+        plain, restored, seconds = _history_takeovers(settings, history * copies, graph, text, tag, repeats, progress)
+        if any(r["checkpoint"] is None for r in restored) or any(r["checkpoint"] is not None for r in plain):
+            raise RuntimeError(f"takeover {tag}: workers did not start from the checkpoint as expected")
+        out[f"takeover_history_events_{copies}x"] = len(history) * copies
+        out.update(_takeover_keys(tag, restored))
+        out.update(_takeover_keys(f"{tag}_no_snapshots", plain))
+        runs += plain + restored
+        snapshot_s.append(seconds)
+    if {r["turns"] for r in runs} != {turns}:
+        raise RuntimeError(f"takeovers served {sorted({r['turns'] for r in runs})} turns, not {turns}")
+    out["takeover_digests_equal"] = len({r["digests"] for r in runs}) == 1
+    out["snapshot_write_s"] = figure(snapshot_s, 2)
+    return out
+
+
 def machine() -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
@@ -663,6 +1003,14 @@ LIMITS = {
         "rr_p50_ms / (2 * kafka_hop_p50_ms + rr_worker_p50_ms)",
         lambda m: m("rr_p50_ms") / (2 * m("kafka_hop_p50_ms") + m("rr_worker_p50_ms")), 1.3, False,
     ),
+    "takeover_history_10x_vs_1x": Limit(
+        "takeover_s_history_10x / takeover_s_history_1x",
+        lambda m: m("takeover_s_history_10x") / m("takeover_s_history_1x"), 1.5, False,
+    ),
+    "takeover_snapshots_vs_none_10x": Limit(
+        "takeover_s_history_10x_no_snapshots / takeover_s_history_10x",
+        lambda m: m("takeover_s_history_10x_no_snapshots") / m("takeover_s_history_10x"), 5.0, True,
+    ),
 }
 
 
@@ -690,10 +1038,10 @@ def limits(figures: dict[str, Any]) -> dict[str, Any]:
 def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> dict[str, Any]:
     size = (
         dict(extract=100, fold_turns=1500, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
-             hops=50, idle_s=3.0, forget_days=60, repeats=2)
+             hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2)
         if quick
         else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
-                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, repeats=3)
+                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3)
     )
     figures: dict[str, Any] = {"quick": quick, "machine": machine()}
     progress("extraction")
@@ -704,7 +1052,10 @@ def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> di
     figures.update(query_figures(size["concepts"], size["edges"], size["queries"], size["repeats"]))
     progress("forgetting a turn")
     figures.update(forget_figures(size["forget_days"], size["repeats"]))
+    progress("recovery from a checkpoint, in process")
+    figures.update(in_process_recovery_figures(size["recovery_turns"], size["repeats"], settings.graph))
     figures.update(pipeline_figures(settings, size, progress))
+    figures.update(takeover_figures(settings, size["takeover_turns"], size["repeats"], progress))
     figures["limits"] = limits(figures)
     return figures
 

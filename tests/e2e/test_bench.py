@@ -10,15 +10,22 @@ KEYS = {
     "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
     "resident_bytes_per_edge", "forget_ms", "fold_events_per_s", "fold_extract_turns_per_s",
     "log_read_events_per_s", "passthrough_turns_per_s", "kafka_hop_p50_ms", "kafka_hop_p99_ms", "rr_worker_p50_ms",
+    "snapshot_serialize_ms", "snapshot_write_s",
+    *(f"{figure}_{history}{snapshots}"
+      for figure in ("takeover_s_history", "recovery_s_history", "recovery_in_process_s")
+      for history in ("1x", "10x") for snapshots in ("", "_no_snapshots")),
 }
-LIMITS = {"fold_vs_extraction", "replay_vs_log_read", "ingest_vs_passthrough", "round_trip_vs_hops"}
+LIMITS = {
+    "fold_vs_extraction", "replay_vs_log_read", "ingest_vs_passthrough", "round_trip_vs_hops",
+    "takeover_history_10x_vs_1x", "takeover_snapshots_vs_none_10x",
+}
 
 
 def test_bench_quick_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
         [sys.executable, "-m", "streams.cli", "bench", "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=480, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())
@@ -28,6 +35,10 @@ def test_bench_quick_writes_every_figure(tmp_path):
         assert {"median", "min", "max", "repeats"} <= set(figures[key]) and figures[key]["median"] > 0, key
     assert figures["forget_graph_turns"] > 0 and figures["journal_bytes_per_turn"] > 0
     assert figures["fold_events"] > figures["fold_turns"] > 0  # decay ticks and consolidations among the turns
+    assert figures["snapshot_bytes_per_edge"] > 0 and figures["takeover_digests_equal"] is True
+    for history in ("1x", "10x"):  # with a checkpoint, a takeover reads its snapshot and little else
+        assert 0 < figures[f"recovery_records_read_history_{history}"]["max"] \
+            < figures[f"recovery_records_read_history_{history}_no_snapshots"]["min"]
     assert set(figures["limits"]) == LIMITS
     for limit in figures["limits"].values():
         assert limit["ratio"] > 0 and limit["met"] in (True, False) and limit["goal"].split()[0] in (">=", "<="), limit
