@@ -435,7 +435,8 @@ class Snapshot(Event):
 
     `data`: base64 of this part's slice of the zlib-compressed records of
     the graph (see `state.snapshots`); the last part carries the digests of
-    the graph's versions as of `as_of`. A snapshot whose parts are not all
+    the graph's versions as of `as_of` and the SHA-256 of the records, which
+    a restore checks. A snapshot whose parts are not all
     in the log (its writer stopped) is ignored.
     """
 
@@ -447,6 +448,7 @@ class Snapshot(Event):
     parts: int = Field(ge=1)
     data: str
     digests: tuple[GraphDigest, ...] = ()
+    content_sha256: str = ""  # on the last part: SHA-256 of the records before compression
     timestamp: AwareDatetime
 
 

@@ -21,7 +21,8 @@ from processors.errors import DecodeError
 from processors.events import Checkpoint, LogStarted, Snapshot
 from replay.errors import LogTruncated, SnapshotCorrupt
 from replay.reader import LogReader, LogRecord
-from state.projector import PartitionState, SnapshotMismatch
+from state.projector import PartitionState
+from state.snapshots import SnapshotMismatch
 from state.snapshots import LogIdentity
 
 SCAN_WINDOW = 2_000  # records read per step of a backward scan

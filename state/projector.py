@@ -45,9 +45,10 @@ from processors.events import (
 from processors.evolve import Delta, Records, Slice, evolve
 from processors.graph import GraphMeta, GraphParams, GraphRef
 from state import keys
-from state.digest import graph_digest
 from state.memory import MemoryStore
-from state.snapshots import Completed, Ledger, LogIdentity, Records as ContentRecords, assemble, replace_content
+from state.snapshots import (
+    Completed, Ledger, LogIdentity, Records as ContentRecords, SnapshotMismatch, assemble, replace_content,
+)
 from state.repository import Entry, GraphRepository, offset_batch
 from state.store import PartitionStore
 from state.transaction import Transaction
@@ -57,18 +58,6 @@ log = logging.getLogger(__name__)
 
 # A graph version's records after forgetting (None: no turn left, so no version).
 Refolds = dict[GraphRef, Records | None]
-
-
-def content_digests(records: ContentRecords, params: GraphParams) -> dict[tuple[str, int], str]:
-    """(graph, version) -> digest of the graph versions in `records` (a snapshot's content)."""
-    scratch = MemoryStore()
-    scratch.write(dict(records))
-    repo = GraphRepository(Transaction(scratch))
-    return {(ref.graph_id, ref.version): graph_digest(repo, ref).digest for ref in repo.graph_refs()}
-
-
-class SnapshotMismatch(Exception):
-    """A snapshot restored does not have the digests its writer computed."""
 
 
 class Outcome(str, Enum):
@@ -184,36 +173,27 @@ class PartitionState:
     def _replace(self, graph_id: str, done: Completed, offset: int) -> Outcome:
         """A base snapshot completed: the graph is its content, then the
         graph's events since the snapshot started, applied again in order.
-        Content without the digests its writer computed is rejected (the
+        Parts that are not what their writer serialised are rejected (the
         graph stays as it is)."""
-        found = content_digests(done.records, self.params)
-        expected = {(d.graph_id, d.version): d.digest for d in done.digests}
-        if found != expected:
-            reason = f"the snapshot's content has digests {found}, its writer computed {expected}"
-            log.error("base snapshot of graph %r completed at offset %s rejected: %s", graph_id, offset, reason)
-            self.repo.stage_rejection(offset, "snapshot", reason)
+        try:
+            records = assemble(done.parts)
+        except SnapshotMismatch as err:
+            log.error("base snapshot of graph %r completed at offset %s rejected: %s", graph_id, offset, err)
+            self.repo.stage_rejection(offset, "snapshot", str(err))
             return Outcome.REJECTED
-        self.restore(graph_id, done.records)
+        self.restore(graph_id, records)
         for recorded_at, raw in done.recorded:
             self._graph_event(decode_graph_event(raw), recorded_at, None, raw)
         return Outcome.SNAPSHOT_COMPLETED
 
-    def restore(self, graph_id: str, records: ContentRecords, digests: tuple = ()) -> None:
-        """Make `graph_id`'s content `records` (views rebuilt); the digests
-        it must then have are checked, a difference is an error."""
+    def restore(self, graph_id: str, records: ContentRecords) -> None:
+        """Make `graph_id`'s content `records` (its views rebuilt)."""
         replace_content(self.txn, graph_id, records)
         for ref in [r for r in self.views if r.graph_id == graph_id]:
             del self.views[ref]
         for ref in self.repo.graph_refs():
             if ref.graph_id == graph_id:
                 self.views[ref] = load_view(self.repo, ref, self.params.decay)
-        for expected in digests:
-            found = graph_digest(self.repo, GraphRef(expected.graph_id, expected.version)).digest
-            if found != expected.digest:
-                raise SnapshotMismatch(
-                    f"graph {graph_id!r} version {expected.version}: the snapshot restored has digest "
-                    f"{found[:12]}, its writer's was {expected.digest[:12]}"
-                )
 
     def restore_checkpoint(self, checkpoint: Checkpoint, parts: dict[str, list[Snapshot]]) -> None:
         """Start from a checkpoint: each graph it lists restored from its
@@ -222,9 +202,7 @@ class PartitionState:
         the oldest of them, so the fold goes on from there."""
         self.ledger.set_identity(LogIdentity(checkpoint.log_id, -1))
         for location in checkpoint.snapshots:
-            graph_parts = parts[location.graph_id]
-            digests = next((p.digests for p in graph_parts if p.digests), ())
-            self.restore(location.graph_id, assemble(graph_parts), digests)
+            self.restore(location.graph_id, assemble(parts[location.graph_id]))
             self.ledger.set_floor(location.graph_id, location.as_of)
             self.ledger.set_location(location)
         self._offset = min((loc.as_of for loc in checkpoint.snapshots), default=checkpoint.as_of)

@@ -23,6 +23,7 @@ from its beginning or from a checkpoint, then gives the same graph.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import struct
 import zlib
@@ -56,14 +57,25 @@ def graph_content(store: PartitionStore, graph_id: str) -> Records:
     return records
 
 
+class SnapshotMismatch(Exception):
+    """A snapshot's records are not the ones its writer serialised."""
+
+
+def _body(records: Iterable[tuple[bytes, bytes]]) -> bytes:
+    return b"".join(_LENGTHS.pack(len(k), len(v)) + k + v for k, v in records)
+
+
 def pack(records: Iterable[tuple[bytes, bytes]]) -> bytes:
     """Length-prefixed records (4-byte big-endian key and value lengths), compressed."""
-    body = b"".join(_LENGTHS.pack(len(k), len(v)) + k + v for k, v in records)
-    return zlib.compress(body, 6)
+    return zlib.compress(_body(records), 6)
 
 
 def unpack(blob: bytes) -> Records:
-    body, records, at = zlib.decompress(blob), [], 0
+    return _records(zlib.decompress(blob))
+
+
+def _records(body: bytes) -> Records:
+    records, at = [], 0
     while at < len(body):
         klen, vlen = _LENGTHS.unpack_from(body, at)
         at += _LENGTHS.size
@@ -76,23 +88,35 @@ def snapshot_parts(
     graph_id: str, as_of: int, records: Records, digests: Iterable[GraphDigest], at: datetime,
     part_bytes: int = PART_BYTES,
 ) -> list[Snapshot]:
-    """The `Snapshot` events of `records` as of offset `as_of`; the digests ride on the last."""
-    blob = pack(records)
+    """The `Snapshot` events of `records` as of offset `as_of`; the digests
+    and the records' SHA-256 ride on the last."""
+    body = _body(records)
+    blob = zlib.compress(body, 6)
     chunks = [blob[i : i + part_bytes] for i in range(0, len(blob), part_bytes)] or [b""]
     last = len(chunks) - 1
     return [
         Snapshot(
             graph_id=graph_id, as_of=as_of, part=i, parts=len(chunks),
-            data=base64.b64encode(chunk).decode(), digests=tuple(digests) if i == last else (), timestamp=at,
+            data=base64.b64encode(chunk).decode(), digests=tuple(digests) if i == last else (),
+            content_sha256=hashlib.sha256(body).hexdigest() if i == last else "", timestamp=at,
         )
         for i, chunk in enumerate(chunks)
     ]
 
 
 def assemble(parts: Iterable[Snapshot]) -> Records:
-    """The records of a complete snapshot from its parts (any order)."""
+    """The records of a complete snapshot from its parts (any order);
+    SnapshotMismatch if they are not the ones its writer serialised."""
     ordered = sorted(parts, key=lambda p: p.part)
-    return unpack(b"".join(base64.b64decode(p.data) for p in ordered))
+    try:
+        body = zlib.decompress(b"".join(base64.b64decode(p.data) for p in ordered))
+    except (zlib.error, ValueError) as exc:
+        raise SnapshotMismatch(f"its parts do not decompress: {exc}") from None
+    expected = ordered[-1].content_sha256 if ordered else ""
+    if expected and hashlib.sha256(body).hexdigest() != expected:
+        raise SnapshotMismatch(f"its records hash to {hashlib.sha256(body).hexdigest()[:12]}, "
+                               f"its writer's to {expected[:12]}")
+    return _records(body)
 
 
 def replace_content(store: PartitionStore, graph_id: str, records: Records) -> None:
@@ -139,7 +163,7 @@ class Completed:
 
     location: SnapshotLocation
     base: bool
-    records: Records = field(default_factory=list)
+    parts: list[Snapshot] = field(default_factory=list)
     digests: tuple[GraphDigest, ...] = ()
     recorded: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, raw event) after its start
 
@@ -261,7 +285,7 @@ class Ledger:
         ]
         self._drop_pending(gid)
         digests = next((p.digests for p in parts if p.digests), ())
-        return Completed(location, base=True, records=assemble(parts), digests=digests, recorded=recorded)
+        return Completed(location, base=True, parts=parts, digests=digests, recorded=recorded)
 
     def _drop_pending(self, graph_id: str) -> None:
         self.store.put(keys.PENDING + graph_id.encode(), None)

@@ -1,6 +1,9 @@
 """Snapshots in the log: folding one, starting from one, re-basing onto a new log."""
 
+import base64
 from datetime import timedelta
+
+import pytest
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -15,7 +18,7 @@ from state.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
 from state.snapshot_writer import SnapshotPolicy
-from state.snapshots import LogIdentity, assemble, graph_content, pack, snapshot_parts, unpack
+from state.snapshots import LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, unpack
 from state.steps import PartitionWorker
 from tests.factories import T0, ingested
 from tests.unit.test_forget import FAST, VOCAB
@@ -71,7 +74,7 @@ def test_folding_a_snapshot_gives_the_digests_it_carries():
     [*parts] = parts_of(log.log, "g", as_of)
     assert parts and parts[-1].digests
     fresh = PartitionState(MemoryStore(), FAST)
-    fresh.restore("g", assemble(parts), parts[-1].digests)
+    fresh.restore("g", assemble(parts))
     assert {(d.graph_id, d.version): d.digest for d in parts[-1].digests} == digests(fresh)
     assert graph_content(fresh.txn, "g") == graph_content(log.state.txn, "g")
 
@@ -202,3 +205,19 @@ def test_a_rebuild_of_one_graph_passes_over_the_logs_own_records():
     assert not one.wants(LogStarted(log_id="L", partition=0, timestamp=AT))
     assert not one.wants(Checkpoint(log_id="L", partition=0, as_of=3, snapshots=(), timestamp=AT))
     assert one.wants(marker("g")) and not one.wants(marker("h"))
+
+
+def test_parts_that_are_not_what_their_writer_wrote_are_refused():
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0)], set(), set(), graphs=("g",))
+    parts = snapshot_parts("g", 1, graph_content(log.state.txn, "g"), [], AT, part_bytes=40)
+    flipped = parts[0].model_copy(update={"data": base64.b64encode(b"\x00" * 40).decode()})
+    with pytest.raises(SnapshotMismatch):
+        assemble([flipped, *parts[1:]])
+    # A base snapshot with such a part is rejected; the graph stays as it was.
+    state = folded(log.log)
+    before = digests(state)
+    assert state.apply(marker("g", base=True), 10) == Outcome.SNAPSHOT_STARTED
+    for i, part in enumerate([flipped, *parts[1:]]):
+        outcome = state.apply(part.model_copy(update={"as_of": 10}), 11 + i)
+    assert outcome == Outcome.REJECTED and digests(state) == before
+    assert "hash" in state.repo.rejections()[-1][1]["reason"] or "decompress" in state.repo.rejections()[-1][1]["reason"]
