@@ -47,8 +47,8 @@ class LogCheck:
 
 
 def _decoded(record: LogRecord, prefix: bytes) -> object | None:
-    if not record.value.startswith(prefix):
-        return None
+    if not record.value or not record.value.startswith(prefix):
+        return None  # a record without a value (garbage, a tombstone) names nothing
     try:
         return decode_graph_event(record.value)
     except DecodeError:
