@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from processors.codec import decode_turn
+from processors.codec import decode_graph_event, decode_turn
 from processors.errors import DecodeError
 from processors.events import DigestReply, ErrorReply, GraphDigest, GraphVersionSwitched, Reply
 from processors.extract import extractor_id, ingest
@@ -148,12 +148,20 @@ async def _check_as_of(reader: LogReader, topic: str, partitions: list[int], as_
         if start == 0 or start >= end:
             continue
         async for batch in reader.read(topic, partition, start, start + 1):
-            oldest = datetime.fromtimestamp(batch[0].timestamp_ms / 1000, timezone.utc)
+            oldest = _event_time(batch[0])
             if as_of < oldest:
                 raise ReplayError(
                     f"--as-of {as_of.isoformat()} is before the oldest record left in {topic}[{partition}] "
-                    f"(offset {start}, written {oldest.isoformat()}): retention dropped what came before"
+                    f"(offset {start}, of {oldest.isoformat()}): retention dropped what came before"
                 )
+
+
+def _event_time(record: LogRecord) -> datetime:
+    """A record's event time; the time it was written if it is not a graph event."""
+    try:
+        return decode_graph_event(record.value).timestamp
+    except DecodeError:
+        return datetime.fromtimestamp(record.timestamp_ms / 1000, timezone.utc)
 
 
 @dataclass

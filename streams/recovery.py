@@ -63,6 +63,11 @@ class Recovery:
     """Per graph-events partition: a catch-up task and a future that says
     whether the partition is ready (True) or was revoked first (False)."""
 
+    # A state further behind the log's end than this many records starts
+    # from a checkpoint that lies after it, if one does (folding the state's
+    # size beats folding that much history).
+    catch_up_limit = 5_000
+
     def __init__(
         self, settings: Settings, states: PartitionStates, append: Append | None = None,
         metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
@@ -170,6 +175,8 @@ class Recovery:
             log.warning("partition %s: %s; trusting the state's offset %s", partition, check.detail, state.applied_offset)
         elif check.status is LogStatus.NEW:
             worker = await self._start_fresh(reader, partition, worker)
+        elif check.status is LogStatus.SAME:
+            worker = await self._skip_ahead(reader, partition, worker)
         if check.log_id is None and worker.state.ledger.identity() is None:
             await self._name_log(partition)
         return worker
@@ -213,6 +220,25 @@ class Recovery:
             raise LogTruncated(f"{check.detail}, and no checkpoint after them is left in the log")
         if await self._from_checkpoint(reader, partition, self.states.discard(partition), end):
             self._report(partition, "truncated", "state rebuilt from the latest checkpoint", check.detail)
+            self._restored(self.states.worker(partition))
+        return self.states.worker(partition)
+
+    async def _skip_ahead(self, reader: LogReader, partition: int, worker: PartitionWorker) -> PartitionWorker:
+        """A state far behind the log starts again from a checkpoint after it."""
+        topic = self.settings.graph_events_topic
+        _, end = (await reader.bounds(topic, [partition]))[partition]
+        behind = worker.state.applied_offset
+        if end - behind <= self.catch_up_limit:
+            return worker
+        found = await usable_checkpoint(reader, topic, partition, end)
+        if found is None:
+            return worker
+        oldest = min((loc.as_of for loc in found[1].snapshots), default=found[1].as_of)
+        if oldest - behind <= self.catch_up_limit:
+            return worker
+        log.info("partition %s: the state is %s records behind the log; starting from the checkpoint at offset %s",
+                 partition, end - behind - 1, found[0])
+        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end):
             self._restored(self.states.worker(partition))
         return self.states.worker(partition)
 

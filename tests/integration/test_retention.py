@@ -15,9 +15,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from processors.codec import decode_graph_event, encode
-from processors.events import Checkpoint, GraphEvent, SnapshotStarted
-from replay.logstate import latest_checkpoint
-from replay.run import log_reader
+from processors.events import GraphEvent, SnapshotStarted
+from replay.errors import ReplayError
+from replay.fold import Selection
+from replay.run import log_reader, replay
 from state.digest import partition_digests
 from state.snapshot_writer import SnapshotPolicy
 from streams.local import start_embedded
@@ -50,9 +51,10 @@ class Owner:
             acks.append(await self.producer.send(self.settings.graph_events_topic, encode(event), key=key, partition=partition))
         return [metadata.offset for metadata in await asyncio.gather(*acks)]
 
-    async def catch_up(self) -> Recovery:
+    async def catch_up(self, limit: int = Recovery.catch_up_limit) -> Recovery:
         """One assignment's recovery of partition 0 (it folds to the end of the log)."""
         recovery = Recovery(self.settings, self.states, self.append)
+        recovery.catch_up_limit = limit
         assert await recovery.wait(0)
         return recovery
 
@@ -158,5 +160,45 @@ def test_a_worker_whose_state_fell_behind_retention_restarts_from_the_snapshot(t
         digests, recovery, (start, _) = asyncio.run(scenario(settings, snapshot=True, returning=True))
         assert digests["found"] == digests["expected"] and start > 40
         assert "truncated" in recovery.problems[0] and "rebuilt from the latest checkpoint" in recovery.problems[0]
+    finally:
+        cluster.close()
+
+
+def test_a_worker_far_behind_starts_from_a_checkpoint_after_its_state(tmp_path):
+    settings, cluster = settings_for(tmp_path)
+
+    async def lagging_then_back() -> tuple[Recovery, dict, dict]:
+        old, lagging = Owner(settings, "old"), Owner(settings, "lagging")
+        try:
+            await old.append(turns(10))
+            await old.catch_up()
+            await lagging.catch_up()  # holds the first 10 turns, then stops
+            await old.append(turns(60, start=10))
+            await old.append([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
+            await old.live()
+            await old.append(turns(3, start=70))
+            await old.catch_up()
+            back = await lagging.catch_up(limit=20)
+            return back, *(
+                {d.version: d.digest for d in partition_digests(o.states.get(0).repo)} for o in (old, lagging)
+            )
+        finally:
+            await old.close()
+            await lagging.close()
+
+    try:
+        recovery, expected, found = asyncio.run(lagging_then_back())
+        assert found == expected and recovery.recoveries[0]["checkpoint"] is not None
+        assert recovery.recoveries[0]["records_read"] < 20 and recovery.problems == {}
+    finally:
+        cluster.close()
+
+
+def test_an_as_of_before_what_retention_left_says_so(tmp_path):
+    settings, cluster = settings_for(tmp_path)
+    try:
+        asyncio.run(scenario(settings, snapshot=True))
+        with pytest.raises(ReplayError, match="before the oldest record left"):
+            asyncio.run(replay(settings, tmp_path / "as-of", None, Selection(as_of=AT - timedelta(days=400)), verify=False))
     finally:
         cluster.close()
