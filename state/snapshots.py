@@ -255,7 +255,7 @@ class Ledger:
         if graph_id in self._base_pending:
             self.store.put(keys.offset_key(keys.graph_keyed(keys.RECORDED, graph_id), offset), raw)
 
-    def part(self, event: Snapshot, offset: int) -> Completed | None | bool:
+    def part(self, event: Snapshot, offset: int) -> Completed | bool:
         """Note a part; the `Completed` snapshot on its last part, True for
         another part of the one under way, False for a part of no snapshot
         under way (an older one, a duplicate, an abandoned one)."""
