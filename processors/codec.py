@@ -20,6 +20,7 @@ from processors.events import (
     ActivationQuery,
     DigestQuery,
     GraphEvent,
+    PassageQuery,
     Reply,
     StatsQuery,
     Turn,
@@ -45,6 +46,8 @@ CURRENT_VERSIONS: dict[str, int] = {
     "digest_query": 1,
     "stats_query": 1,
     "stats_reply": 1,
+    "passage_query": 1,
+    "passages_reply": 1,
     "activation_reply": 1,
     "digest_reply": 1,
     "error_reply": 1,
@@ -172,10 +175,12 @@ def decode_query(raw: bytes) -> ActivationQuery:
     return _query(_load_object(raw))
 
 
-def decode_request(raw: bytes) -> ActivationQuery | DigestQuery | StatsQuery:
+def decode_request(raw: bytes) -> ActivationQuery | DigestQuery | StatsQuery | PassageQuery:
     """Read anything `emgas.queries` carries: an activation query (the
-    default when `type` is absent), a digest query or a stats query."""
+    default when `type` is absent), a digest, stats or passage query."""
     obj = _load_object(raw)
+    if obj.get("type") == "passage_query":
+        return _validate(PassageQuery.model_validate, upcast(obj))
     if obj.get("type") == "digest_query":
         return _validate(DigestQuery.model_validate, upcast(obj))
     if obj.get("type") == "stats_query":

@@ -282,6 +282,18 @@ class StatsQuery(Event):
     reply_to: TopicName = "emgas.replies"
 
 
+class PassageQuery(Event):
+    """A request for passages by turn id (`get`), on `emgas.queries`."""
+
+    type: Literal["passage_query"] = "passage_query"
+    schema_version: Literal[1] = 1
+    request_id: Identifier
+    graph_id: Identifier
+    graph_version: int | None = Field(default=None, ge=1)
+    turn_ids: tuple[Identifier, ...] = Field(min_length=1, max_length=1000)
+    reply_to: TopicName = "emgas.replies"
+
+
 class TopConcept(Event):
     id: str
     text: str
@@ -387,7 +399,34 @@ class DigestReply(Event):
     graphs: tuple[GraphDigest, ...]
 
 
-Reply = Annotated[Union[ActivationReply, DigestReply, StatsReply, ErrorReply], Field(discriminator="type")]
+class HeldPassage(Event):
+    """A passage as the graph holds it, with the concepts it mentioned."""
+
+    turn_id: str
+    speaker: str
+    text: str
+    timestamp: datetime
+    session_id: str | None = None
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    concepts: tuple[str, ...] = ()
+
+
+class PassagesReply(Event):
+    """The passages asked for that the graph version holds; `missing`: the
+    other turn ids (never applied, forgotten, or pruned by decay)."""
+
+    type: Literal["passages_reply"] = "passages_reply"
+    schema_version: Literal[1] = 1
+    request_id: str
+    graph_id: str
+    version: int
+    passages: tuple[HeldPassage, ...]
+    missing: tuple[str, ...]
+
+
+Reply = Annotated[
+    Union[ActivationReply, DigestReply, StatsReply, PassagesReply, ErrorReply], Field(discriminator="type")
+]
 
 
 # -- log events: the log's identity and snapshots (see `state.snapshots`) ------

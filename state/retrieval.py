@@ -23,6 +23,9 @@ from processors.events import (
     ActivationQuery,
     ActivationReply,
     Boost,
+    HeldPassage,
+    PassageQuery,
+    PassagesReply,
     Retrieved,
     StatsQuery,
     StatsReply,
@@ -128,6 +131,23 @@ def reinforcement(
     return Retrieved(
         graph_id=query.graph_id, graph_version=view.ref.version, request_id=query.request_id,
         timestamp=at, boosts=boosts,
+    )
+
+
+def held_passages(state: PartitionState, query: PassageQuery) -> PassagesReply:
+    """The passages of `query.turn_ids` the graph version holds, and the ids it does not."""
+    view = state.view(query.graph_id, query.graph_version)
+    if view is None:
+        raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
+    found = state.repo.passages(view.ref, list(query.turn_ids))
+    return PassagesReply(
+        request_id=query.request_id, graph_id=query.graph_id, version=view.ref.version,
+        passages=tuple(
+            HeldPassage(turn_id=p.turn_id, speaker=p.speaker, text=p.text, timestamp=p.timestamp,
+                        session_id=p.session_id, metadata=p.metadata, concepts=p.concept_ids)
+            for t in query.turn_ids if (p := found.get(t)) is not None
+        ),
+        missing=tuple(t for t in query.turn_ids if t not in found),
     )
 
 

@@ -28,18 +28,18 @@ from processors.activation import ActivationParams
 from processors.errors import QueryError
 from processors.codec import encode
 from processors.events import (
-    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, Reply, StatsQuery,
+    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, PassageQuery, Reply, StatsQuery,
 )
 from processors.extract import ExtractionParams
 from processors.graph import GraphParams
 from state.digest import partition_digests
 from state.projector import Outcome, PartitionState, Refolds
-from state.retrieval import answer, graph_stats, reinforcement
+from state.retrieval import answer, graph_stats, held_passages, reinforcement
 from state.scheduler import Scheduler
 from state.snapshot_writer import SnapshotPolicy, SnapshotWriter
 
 log = logging.getLogger(__name__)
-Request = ActivationQuery | DigestQuery | StatsQuery
+Request = ActivationQuery | DigestQuery | StatsQuery | PassageQuery
 Clock = Callable[[], float]  # seconds, monotonic: the query's stage timings
 
 
@@ -85,6 +85,8 @@ class PartitionWorker:
         try:
             if isinstance(request, StatsQuery):
                 return graph_stats(self.state, request), []
+            if isinstance(request, PassageQuery):
+                return held_passages(self.state, request), []
             if isinstance(request, DigestQuery):
                 return self._digests(request), []
             reply = answer(self.state, request, self.activation, self.extraction, clock)

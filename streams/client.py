@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from processors.codec import decode_reply, encode
 from processors.errors import DecodeError
 from processors.events import (
-    ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, QueryParams, Reply, StatsQuery, Turn,
+    ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, PassageQuery, QueryParams, Reply, StatsQuery, Turn,
 )
 from streams.errors import BrokerError, QueryTimeout, RequestError
 from streams.settings import Settings
@@ -108,6 +108,13 @@ class MemoryClient:
         query = StatsQuery(request_id=uuid.uuid4().hex, graph_id=graph_id, top=top, reply_to=self.settings.replies_topic)
         return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
 
+    async def passages(self, graph_id: str, turn_ids: Iterable[str], timeout_s: float | None = None) -> Reply:
+        """The passages of these turns the graph holds (a PassagesReply, or an ErrorReply)."""
+        query = PassageQuery(
+            request_id=uuid.uuid4().hex, graph_id=graph_id, turn_ids=tuple(turn_ids), reply_to=self.settings.replies_topic
+        )
+        return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
+
     async def digests(self, graph_id: str | None = None, timeout_s: float | None = None) -> list[Reply]:
         """The live digests: of `graph_id`'s versions (one reply), or of every
         graph (one reply per partition of the queries topic)."""
@@ -160,7 +167,7 @@ class MemoryClient:
         return len(futures)
 
     async def _request(
-        self, request: ActivationQuery | DigestQuery | StatsQuery, about: str, timeout_s: float | None,
+        self, request: ActivationQuery | DigestQuery | StatsQuery | PassageQuery, about: str, timeout_s: float | None,
         key: bytes | None = None, partition: int | None = None,
     ) -> Reply:
         assert self._producer is not None, "client not started"

@@ -74,3 +74,15 @@ def test_an_event_type_with_no_evolve_fails_loudly(monkeypatch):
     monkeypatch.setattr(projector, "evolve", evolve.registry[object])  # the unregistered fallback
     with pytest.raises(NotImplementedError, match="no evolve registered for TurnIngested"):
         worker().on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 0, WALL)
+
+
+def test_passages_by_turn_id_and_the_ids_not_held():
+    from processors.events import PassageQuery
+
+    w = worker()
+    w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}, text="kafka lag again"), 0, WALL)
+    reply, events = w.on_request(PassageQuery(request_id="p", graph_id="g", turn_ids=("t1", "t9")), lambda: 0.0)
+    assert [(p.turn_id, p.text, p.concepts) for p in reply.passages] == [("t1", "kafka lag again", ("kafka",))]
+    assert reply.missing == ("t9",) and events == []
+    reply, _ = w.on_request(PassageQuery(request_id="p", graph_id="nobody", turn_ids=("t1",)), lambda: 0.0)
+    assert isinstance(reply, ErrorReply) and reply.code == "graph_not_found"
