@@ -14,9 +14,17 @@ from streams.logs import logging_config
 from streams.topics import ensure_topics
 
 
+def where(settings: Settings) -> str:
+    """The one line a worker prints on start: where to look at it, what it reads."""
+    url = f"http://{settings.web_host}:{settings.web_port}"
+    return (f"emgas worker {settings.worker_name}: viewer {url}/  metrics {url}/metrics  health {url}/health  "
+            f"| Kafka {settings.bootstrap_servers()}  | state {settings.worker_data_dir}")
+
+
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
     asyncio.run(ensure_topics(settings))
+    print(where(settings), flush=True)
     app = create_app(settings)
     worker = faust.Worker(
         app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)

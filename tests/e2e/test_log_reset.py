@@ -123,6 +123,7 @@ def test_rebase_keeps_the_old_turns_and_applies_the_new(session):
     health = session.health()
     assert any("reset" in problem and "re-based" in problem for problem in health["log_mismatches"].values())
     log = session.worker_log.read_text()
+    assert f"viewer http://127.0.0.1:{session.port}/  metrics http://127.0.0.1:{session.port}/metrics" in log
     assert "log mismatch (reset)" in log and "is not the log the state was built from" in log
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{session.port}/metrics", timeout=5).read().decode()
     assert 'emgas_log_mismatches_total{action="re-based",kind="reset"' in metrics
