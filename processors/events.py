@@ -283,15 +283,23 @@ class StatsQuery(Event):
 
 
 class PassageQuery(Event):
-    """A request for passages by turn id (`get`), on `emgas.queries`."""
+    """A request for passages by turn id (`get`), on `emgas.queries`: those
+    named, and (`turn_id_prefix`) up to 1,000 whose turn id starts so."""
 
     type: Literal["passage_query"] = "passage_query"
     schema_version: Literal[1] = 1
     request_id: Identifier
     graph_id: Identifier
     graph_version: int | None = Field(default=None, ge=1)
-    turn_ids: tuple[Identifier, ...] = Field(min_length=1, max_length=1000)
+    turn_ids: tuple[Identifier, ...] = Field(default=(), max_length=1000)
+    turn_id_prefix: Identifier | None = None
     reply_to: TopicName = "emgas.replies"
+
+    @model_validator(mode="after")
+    def _asks_something(self) -> "PassageQuery":
+        if not self.turn_ids and self.turn_id_prefix is None:
+            raise ValueError("name turn_ids or a turn_id_prefix")
+        return self
 
 
 class TopConcept(Event):

@@ -147,6 +147,16 @@ class GraphRepository:
         found = self.store.get_models([keys.passage(ref, t) for t in turn_ids], Passage)
         return {t: passage for t, passage in zip(turn_ids, found) if passage is not None}
 
+    def passages_starting(self, ref: GraphRef, prefix: str, limit: int) -> dict[str, Passage]:
+        """Up to `limit` passages whose turn id starts with `prefix`, in turn id order."""
+        section = keys.section(ref, b"t")
+        found = {}
+        for key, raw in self.store.scan(section + prefix.encode()):
+            if len(found) >= limit:
+                break
+            found[key[len(section):].decode()] = Passage.model_validate_json(raw)
+        return found
+
     def topics(self, ref: GraphRef) -> list[TopicNode]:
         return [TopicNode.model_validate_json(raw) for _, raw in self.store.scan(keys.section(ref, b"k"))]
 

@@ -134,18 +134,23 @@ def reinforcement(
     )
 
 
+MAX_PASSAGES_FOUND = 1000  # by one turn id prefix
+
+
 def held_passages(state: PartitionState, query: PassageQuery) -> PassagesReply:
     """The passages of `query.turn_ids` the graph version holds, and the ids it does not."""
     view = state.view(query.graph_id, query.graph_version)
     if view is None:
         raise QueryError("graph_not_found", f"graph {query.graph_id!r} has no turns on this worker")
     found = state.repo.passages(view.ref, list(query.turn_ids))
+    if query.turn_id_prefix is not None:
+        found |= state.repo.passages_starting(view.ref, query.turn_id_prefix, MAX_PASSAGES_FOUND)
     return PassagesReply(
         request_id=query.request_id, graph_id=query.graph_id, version=view.ref.version,
         passages=tuple(
             HeldPassage(turn_id=p.turn_id, speaker=p.speaker, text=p.text, timestamp=p.timestamp,
                         session_id=p.session_id, metadata=p.metadata, concepts=p.concept_ids)
-            for t in query.turn_ids if (p := found.get(t)) is not None
+            for p in found.values()
         ),
         missing=tuple(t for t in query.turn_ids if t not in found),
     )

@@ -4,8 +4,8 @@ The writer decides from what it applies and returns log events for the
 caller to append, like the scheduler's ticks:
 
 - a `SnapshotStarted` it applies (written by itself, by `emgas snapshot`,
-  by a re-base) is served at once: the graph's content as of that offset,
-  cut into `Snapshot` parts;
+  by a re-base) is served before the next event is applied: the graph's
+  content as of that offset, cut into `Snapshot` parts;
 - after a `Forget`, a snapshot of the graph (so the latest snapshot no
   longer holds the forgotten turns);
 - a round, once the bytes of events applied since the last round pass
@@ -47,12 +47,17 @@ class SnapshotWriter:
         self.bytes_since = 0
         self.round_bytes = 0  # the last round's snapshot bytes
         self._round: set[str] | None = None  # graphs still to complete in this round
+        # Snapshot requests applied and not served yet: the caller serves them
+        # (`serve_all`) before applying anything else, so the state is still
+        # the one as of their offsets.
+        self.to_serve: list[tuple[SnapshotStarted, int]] = []
 
     def after(self, state: PartitionState, event: GraphEvent, offset: int, outcome: Outcome, size: int, wall: datetime) -> list[GraphEvent]:
         """The events to append after `event` was applied at `offset` with `outcome`."""
         if outcome is Outcome.SNAPSHOT_STARTED:
             assert isinstance(event, SnapshotStarted)
-            return list(self.serve(state, event, offset))
+            self.to_serve.append((event, offset))
+            return []
         if outcome is Outcome.SNAPSHOT_COMPLETED:
             assert isinstance(event, Snapshot)
             return self._completed(state, event, offset, wall)
@@ -63,6 +68,12 @@ class SnapshotWriter:
         if self._round_due():
             due += self.start_round(state, wall)
         return due
+
+    def serve_all(self, state: PartitionState) -> list[GraphEvent]:
+        """The parts of every snapshot request applied and not served yet. It
+        only reads the state: a live worker runs it off its event loop."""
+        requests, self.to_serve = self.to_serve, []
+        return [part for event, offset in requests for part in self.serve(state, event, offset)]
 
     def serve(self, state: PartitionState, event: SnapshotStarted, offset: int) -> list[Snapshot]:
         """The parts of the graph's content now, as of `offset` (the marker's)."""

@@ -66,18 +66,27 @@ class PartitionWorker:
         self.snapshots = SnapshotWriter(snapshots, partition)
 
     def on_graph_event(
-        self, event: GraphEvent, offset: int, wall: datetime, raw: bytes | None = None, refolds: Refolds | None = None
+        self, event: GraphEvent, offset: int, wall: datetime, raw: bytes | None = None, refolds: Refolds | None = None,
+        serve: bool = True,
     ) -> tuple[Outcome, list[GraphEvent]]:
         """Apply `event` at log `offset` (`wall`: when, for the idle clock);
-        the outcome and the events now due for its graph version."""
+        the outcome and the events now due for its graph version. A
+        snapshot request is served here unless `serve` is False: then the
+        caller calls `serve_snapshots` before the next event."""
         outcome = self.state.apply(event, offset, refolds, raw)
         size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
         snapshots = self.snapshots.after(self.state, event, offset, outcome, size, wall)
+        if serve:
+            snapshots += self.serve_snapshots()
         if isinstance(event, LOG_EVENTS):
             return outcome, snapshots
         ref = self.state.ref_of(event)
         self.scheduler.applied(event, ref, wall)
         return outcome, self.scheduler.due(self.state, ref) + snapshots
+
+    def serve_snapshots(self) -> list[GraphEvent]:
+        """The parts of the snapshots requested by the events just applied (reads only)."""
+        return self.snapshots.serve_all(self.state)
 
     def on_request(self, request: Request, clock: Clock) -> tuple[Reply, list[GraphEvent]]:
         """The reply to `request` and the events it asks to append; a query the

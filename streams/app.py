@@ -254,9 +254,14 @@ def _register_agents(
             await checkpoint.commit()
             refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
         wall = datetime.now(timezone.utc)
-        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds)
+        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
         metrics.applied.labels(graph_event.type, outcome.value).inc()
         checkpoint.add(worker, due)
+        if worker.snapshots.to_serve:
+            # Serialising a graph takes a while: off the event loop, after a
+            # commit (it reads the state as of the request; queries read it too).
+            await checkpoint.commit()
+            checkpoint.add(worker, await asyncio.to_thread(worker.serve_snapshots))
 
     if settings.graph.idle_check_s > 0:
 

@@ -175,6 +175,15 @@ def _parser() -> argparse.ArgumentParser:
     switch.add_argument("--graph", required=True)
     switch.add_argument("--version", type=int, required=True)
     switch.set_defaults(func=_switch)
+
+    mcp = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol (stdio, or --http)")
+    mcp.add_argument("--graph", help="the graph served to calls that name none")
+    mcp.add_argument("--allow", action="append", default=[], metavar="PATTERN",
+                     help="other graphs a call may name (fnmatch glob, repeatable; default: none but --graph)")
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default: 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    mcp.set_defaults(func=_mcp)
     return parser
 
 
@@ -453,6 +462,17 @@ def _switch(settings: Settings, args: argparse.Namespace) -> int:
     from replay.cli import run_switch
 
     return run_switch(settings, args)
+
+
+def _mcp(settings: Settings, args: argparse.Namespace) -> int:
+    """Imported here: the MCP SDK is an extra (`emgas[mcp]`), the rest works without it."""
+    try:
+        from streams.mcp_server import serve
+    except ImportError as exc:
+        if not (exc.name or "").startswith("mcp"):
+            raise
+        raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install 'emgas[mcp]'") from None
+    return serve(settings, args.graph, args.allow, http=args.http, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -108,10 +108,14 @@ class MemoryClient:
         query = StatsQuery(request_id=uuid.uuid4().hex, graph_id=graph_id, top=top, reply_to=self.settings.replies_topic)
         return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
 
-    async def passages(self, graph_id: str, turn_ids: Iterable[str], timeout_s: float | None = None) -> Reply:
-        """The passages of these turns the graph holds (a PassagesReply, or an ErrorReply)."""
+    async def passages(
+        self, graph_id: str, turn_ids: Iterable[str] = (), prefix: str | None = None, timeout_s: float | None = None
+    ) -> Reply:
+        """The passages of these turns the graph holds, and those whose turn id
+        starts with `prefix` (a PassagesReply, or an ErrorReply)."""
         query = PassageQuery(
-            request_id=uuid.uuid4().hex, graph_id=graph_id, turn_ids=tuple(turn_ids), reply_to=self.settings.replies_topic
+            request_id=uuid.uuid4().hex, graph_id=graph_id, turn_ids=tuple(turn_ids), turn_id_prefix=prefix,
+            reply_to=self.settings.replies_topic,
         )
         return await self._request(query, f"graph {graph_id!r}", timeout_s, key=graph_id.encode())
 

@@ -150,10 +150,10 @@ class AsyncMemory:
                                   f"{self.wait_s:g} s (is a worker running? see emgas.dlq)")
             await asyncio.sleep(POLL_S)
 
-    async def _ask_passages(self, graph: str, turn_ids: list[str]) -> PassagesReply | None:
+    async def _ask_passages(self, graph: str, turn_ids: list[str], prefix: str | None = None) -> PassagesReply | None:
         """The reply, or None while the graph does not exist yet (its first turn in flight)."""
         try:
-            return _checked(await self._client.passages(graph, turn_ids), PassagesReply)
+            return _checked(await self._client.passages(graph, turn_ids, prefix), PassagesReply)
         except MemoryError as err:
             if err.code == "graph_not_found":
                 return None
@@ -175,9 +175,16 @@ class AsyncMemory:
 
     async def get(self, turn_id: str, *, graph: str | None = None) -> Hit | None:
         """The passage of a turn, or None if the graph does not hold it."""
-        reply = await self._ask_passages(self.graph_of(graph), [turn_id])
-        held: list[HeldPassage] = list(reply.passages) if reply is not None else []
-        return next((Hit(p.turn_id, p.speaker, p.text, p.timestamp, None, p.concepts) for p in held), None)
+        return next(iter(await self.passages([turn_id], graph=graph)), None)
+
+    async def passages(
+        self, turn_ids: Iterable[str] = (), *, prefix: str | None = None, graph: str | None = None
+    ) -> list[Hit]:
+        """The passages the graph holds of these turns, and (`prefix`) of up to
+        1,000 turns whose id starts so, in turn id order."""
+        reply = await self._ask_passages(self.graph_of(graph), list(turn_ids), prefix)
+        held: list[HeldPassage] = sorted(reply.passages, key=lambda p: p.turn_id) if reply is not None else []
+        return [Hit(p.turn_id, p.speaker, p.text, p.timestamp, None, p.concepts) for p in held]
 
     async def delete(self, turn_ids: str | Iterable[str], *, graph: str | None = None) -> int:
         """Forget these turns exactly; returns once the graph has (the forget's log offset)."""
@@ -244,6 +251,9 @@ class Memory:
 
     def get(self, turn_id: str, **options: Any) -> Hit | None:
         return self._call(self._memory.get(turn_id, **options))
+
+    def passages(self, turn_ids: Iterable[str] = (), **options: Any) -> list[Hit]:
+        return self._call(self._memory.passages(turn_ids, **options))
 
     def delete(self, turn_ids: str | Iterable[str], **options: Any) -> int:
         return self._call(self._memory.delete(turn_ids, **options))

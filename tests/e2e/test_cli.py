@@ -65,7 +65,7 @@ def test_invalid_configuration_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["demo", "publish", "query", "digest", "replay", "eval", "bench", "simulate",
-                                     "config", "stats", "explain", "switch", "forget", "worker", "broker"])
+                                     "config", "stats", "explain", "switch", "forget", "worker", "broker", "snapshot", "mcp"])
 def test_every_command_has_help(tmp_path, command):
     run = emgas(command, "--help", home=tmp_path, timeout=60)
     assert run.returncode == 0 and "usage: emgas" in run.stdout and len(run.stdout.splitlines()) >= 3

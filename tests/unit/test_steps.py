@@ -86,3 +86,15 @@ def test_passages_by_turn_id_and_the_ids_not_held():
     assert reply.missing == ("t9",) and events == []
     reply, _ = w.on_request(PassageQuery(request_id="p", graph_id="nobody", turn_ids=("t1",)), lambda: 0.0)
     assert isinstance(reply, ErrorReply) and reply.code == "graph_not_found"
+
+
+def test_passages_by_turn_id_prefix():
+    from processors.events import PassageQuery
+
+    w = worker()
+    for offset, turn in enumerate(["note#r1", "note#r2", "notes", "other"]):
+        w.on_graph_event(ingested("g", turn, {"kafka": 0.8}), offset, WALL)
+    reply, _ = w.on_request(PassageQuery(request_id="p", graph_id="g", turn_id_prefix="note#"), lambda: 0.0)
+    assert [p.turn_id for p in reply.passages] == ["note#r1", "note#r2"] and reply.missing == ()
+    with pytest.raises(ValueError):
+        PassageQuery(request_id="p", graph_id="g")
