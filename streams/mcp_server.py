@@ -16,7 +16,6 @@ traceback: the model reads the code and can act on it.
 Written against the official SDK, mcp 2 (`MCPServer`, FastMCP's new name).
 """
 
-import asyncio
 import inspect
 import logging
 import signal
