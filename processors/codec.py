@@ -18,6 +18,7 @@ from processors.errors import DecodeError
 from processors.events import (
     MAX_TEXT_BYTES,
     ActivationQuery,
+    Event,
     DigestQuery,
     GraphEvent,
     PassageQuery,
@@ -29,28 +30,15 @@ from processors.events import (
 M = TypeVar("M", bound=BaseModel)
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
-# Current schema version of each event type.
+def _versioned(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """`model` and its subclasses that carry a `type` and a `schema_version`."""
+    found = [model] if {"type", "schema_version"} <= set(model.model_fields) else []
+    return found + [m for sub in model.__subclasses__() for m in _versioned(sub)]
+
+
+# Current schema version of each event type: what each model's literals say.
 CURRENT_VERSIONS: dict[str, int] = {
-    "turn": 1,
-    "turn_ingested": 2,
-    "graph_version_switched": 1,
-    "decay": 1,
-    "consolidate": 1,
-    "retrieved": 1,
-    "forget": 1,
-    "log_started": 1,
-    "snapshot_started": 1,
-    "snapshot": 1,
-    "checkpoint": 1,
-    "activation_query": 3,
-    "digest_query": 1,
-    "stats_query": 1,
-    "stats_reply": 1,
-    "passage_query": 1,
-    "passages_reply": 1,
-    "activation_reply": 1,
-    "digest_reply": 1,
-    "error_reply": 1,
+    m.model_fields["type"].default: m.model_fields["schema_version"].default for m in _versioned(Event)
 }
 
 

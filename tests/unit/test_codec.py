@@ -88,3 +88,14 @@ def test_digest_query_is_read_from_the_queries_topic():
     with pytest.raises(DecodeError) as err:
         decode_request(b'{"type":"digest_query","request_id":"d","graph_id":"a\\u0000b"}')
     assert err.value.code == "invalid_fields"
+
+
+def test_current_versions_are_what_the_models_say():
+    from processors.codec import CURRENT_VERSIONS, UPCASTERS
+    from processors.events import ActivationQuery, Snapshot, TurnIngested
+
+    for model in (ActivationQuery, Snapshot, TurnIngested):
+        assert CURRENT_VERSIONS[model.model_fields["type"].default] == model.model_fields["schema_version"].default
+    assert {"turn", "turn_ingested", "decay", "forget", "checkpoint", "passages_reply", "dead_letter"} <= set(CURRENT_VERSIONS)
+    for kind, version in UPCASTERS:  # every upcaster leads to a version that exists
+        assert version < CURRENT_VERSIONS[kind]
