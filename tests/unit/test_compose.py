@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import tomllib
+
 import yaml
 
 from streams.settings import Settings
@@ -41,11 +43,25 @@ def test_worker_environment_names_real_settings():
     Settings(**{k.removeprefix("EMGAS_").lower(): v for k, v in COMPOSE["services"]["worker"]["environment"].items()})
 
 
-def test_dockerfile_installs_every_package():
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("processors", "state", "streams", "replay"):
-        assert f"COPY {package} ./{package}" in dockerfile
-    assert "pip install" in dockerfile
+def dockerfile_copies() -> dict[str, str]:
+    """source -> destination of every `COPY` line of the Dockerfile (one source each)."""
+    copies = {}
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--") for w in words):
+            *sources, destination = words[1:]
+            copies.update({source: destination for source in sources})
+    return copies
+
+
+def test_dockerfile_copies_every_package_pyproject_installs():
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    copies = dockerfile_copies()
+    for package in packages:
+        top = package.split(".")[0]
+        assert copies.get(top) == f"./{top}", f"the Dockerfile does not copy {top}"
+    assert copies.get("pyproject.toml") == "./"
+    assert "pip install" in (ROOT / "Dockerfile").read_text()
 
 
 def test_worker_health_is_checked_and_replicas_are_named_apart():
