@@ -1,0 +1,96 @@
+"""Log events: the identity of a partition of `emgas.graph-events`, snapshots, checkpoints (see `state.snapshots`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, Field
+
+from processors.events.base import Event, Identifier
+from processors.events.queries import GraphDigest
+
+
+class LogStarted(Event):
+    """Log event: the identity of one partition of `emgas.graph-events`.
+
+    Written once, by the first worker to find the partition without one,
+    to that partition (no graph key). The first `log_started` record of a
+    partition names it: a log recreated (a new embedded broker, a topic
+    deleted and created again, another cluster) gets a new `log_id`, so a
+    state can tell the log it reflects from any other. Checkpoints carry
+    the id forward once retention drops this record.
+    """
+
+    type: Literal["log_started"] = "log_started"
+    schema_version: Literal[1] = 1
+    log_id: Identifier
+    partition: int = Field(ge=0)
+    timestamp: AwareDatetime
+
+
+class SnapshotStarted(Event):
+    """Log event: a snapshot of `graph_id` as of this record's offset.
+
+    The worker that owns the partition, on applying it, serialises the
+    graph (every version, with its graph-level records) exactly as of this
+    offset and appends the `Snapshot` parts. `base`: the parts replace the
+    graph's state when complete, whatever a fold of the log before gave
+    (a state re-based onto a new log: its graphs are not in this log);
+    otherwise they are a copy recovery may start from.
+    """
+
+    type: Literal["snapshot_started"] = "snapshot_started"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    reason: Literal["policy", "request", "forget", "rebase"]
+    base: bool = False
+    timestamp: AwareDatetime
+
+
+class Snapshot(Event):
+    """Log event: part `part` of `parts` of the snapshot started at offset `as_of`.
+
+    `data`: base64 of this part's slice of the zlib-compressed records of
+    the graph (see `state.snapshots`); the last part carries the digests of
+    the graph's versions as of `as_of` and the SHA-256 of the records, which
+    a restore checks. A snapshot whose parts are not all
+    in the log (its writer stopped) is ignored.
+    """
+
+    type: Literal["snapshot"] = "snapshot"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    as_of: int = Field(ge=0)
+    part: int = Field(ge=0)
+    parts: int = Field(ge=1)
+    data: str
+    digests: tuple[GraphDigest, ...] = ()
+    content_sha256: str = ""  # on the last part: SHA-256 of the records before compression
+    timestamp: AwareDatetime
+
+
+class SnapshotLocation(Event):
+    """Where a complete snapshot of a graph lies in its partition."""
+
+    graph_id: str
+    as_of: int  # the offset of its `snapshot_started`: the state it holds
+    first: int  # offset of its first part
+    last: int  # offset of its last part
+    parts: int
+
+
+class Checkpoint(Event):
+    """Log event: every graph of the partition has a complete snapshot here.
+
+    Recovery restores these snapshots and folds the log after the oldest
+    of them, skipping each graph's events up to its own snapshot: the cost
+    is the state's size plus the recent history, not the whole log.
+    """
+
+    type: Literal["checkpoint"] = "checkpoint"
+    schema_version: Literal[1] = 1
+    log_id: Identifier
+    partition: int = Field(ge=0)
+    as_of: int = Field(ge=0)  # the offset the listing reflects
+    snapshots: tuple[SnapshotLocation, ...]
+    timestamp: AwareDatetime
