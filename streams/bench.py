@@ -131,10 +131,10 @@ from processors.errors import DecodeError
 from processors.events import ActivationReply, Checkpoint, GraphEvent, Snapshot, SnapshotStarted, Turn
 from processors.extract import ExtractionParams, detect_language, extractor_id, ingest
 from processors.walks import personalised_pagerank
-from replay.bench import synthetic_turns
+from streams.replay_bench import synthetic_turns
 from replay.fold import Selection
 from replay.reader import LogRecord
-from replay.run import log_reader, replay
+from streams.admin import log_reader, replay
 from state.digest import partition_digests
 from state.driver import LocalLog
 from state.projector import PartitionState

@@ -311,7 +311,7 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
 
 def _digest(settings: Settings, args: argparse.Namespace) -> int:
     from replay.digests import digests_of_dir, format_digests
-    from replay.run import live_digests
+    from streams.admin import live_digests
 
     if args.state_dir:
         digests = digests_of_dir(args.state_dir, args.graph, settings.graph)
@@ -327,7 +327,7 @@ def _digest(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.cli import run_replay
+    from streams.replay_cli import run_replay
 
     return run_replay(settings, args)
 
@@ -346,7 +346,7 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.bench import print_figures, run_replay_bench
+    from streams.replay_bench import print_figures, run_replay_bench
 
     print_figures(run_replay_bench(settings, args.turns), args.json)
     return 0
@@ -453,13 +453,13 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _explain(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.cli import run_explain
+    from streams.replay_cli import run_explain
 
     return run_explain(settings, args)
 
 
 def _switch(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.cli import run_switch
+    from streams.replay_cli import run_switch
 
     return run_switch(settings, args)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from processors.events import ErrorReply, StatsReply
-from replay.bench import synthetic_turns
+from streams.replay_bench import synthetic_turns
 from streams.client import MemoryClient
 from streams.demo import DEMO_QUERIES, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded

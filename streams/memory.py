@@ -205,7 +205,7 @@ class AsyncMemory:
         """Every event that changed the concept in the graph, oldest first (empty: never held)."""
         from processors.extract import normalise
         from replay.explain import explain
-        from replay.run import graph_records
+        from streams.admin import graph_records
 
         gid = self.graph_of(graph)
         records = await graph_records(self.settings, gid)

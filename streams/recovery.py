@@ -41,7 +41,7 @@ from replay.fold import Selection
 from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, start_from_checkpoint, usable_checkpoint
 from replay.reader import LogReader
 from replay.rebuild import rebuild_partition
-from replay.run import log_reader
+from streams.admin import log_reader
 from state.snapshots import LogIdentity, graph_ids
 from state.steps import PartitionWorker
 from streams.metrics import Metrics

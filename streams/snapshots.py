@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from processors.events import DigestReply, SnapshotStarted
 from replay.errors import ReplayError
 from replay.logstate import latest_checkpoint
-from replay.run import live_digests, log_reader
+from streams.admin import live_digests, log_reader
 from streams.client import MemoryClient
 from streams.settings import Settings
 

@@ -10,7 +10,7 @@ import pytest
 
 from processors.events import Turn
 from replay.fold import Selection
-from replay.run import replay
+from streams.admin import replay
 from streams.client import MemoryClient
 from streams.demo import demo_turns, turns_per_graph, wait_for_turns
 from streams.errors import QueryTimeout

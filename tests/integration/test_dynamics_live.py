@@ -12,7 +12,7 @@ from processors.events import Decay
 from processors.graph import GraphParams
 from replay.explain import explain
 from replay.fold import Selection
-from replay.run import graph_records, replay
+from streams.admin import graph_records, replay
 from streams.client import MemoryClient
 from streams.demo import DEMO_QUERIES, demo_turns, turns_per_graph
 from tests.integration.live import live_pipeline, publish_and_wait, run

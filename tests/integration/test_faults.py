@@ -13,7 +13,7 @@ import urllib.error
 import pytest
 
 from replay.fold import Selection
-from replay.run import replay
+from streams.admin import replay
 from streams.client import MemoryClient
 from streams.demo import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.integration.live import ATTEMPTS, MOCK_SYNC_ERROR, live_pipeline, run

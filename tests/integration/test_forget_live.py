@@ -7,7 +7,7 @@ import pytest
 
 from processors.events import ActivationReply, ErrorReply
 from replay.fold import Selection
-from replay.run import replay
+from streams.admin import replay
 from streams.client import MemoryClient
 from streams.demo import demo_turns, turns_per_graph
 from tests.integration.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run

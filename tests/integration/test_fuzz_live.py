@@ -25,7 +25,7 @@ from processors.codec import decode_graph_event, decode_request, decode_turn, en
 from processors.errors import DecodeError
 from processors.extract import ExtractionParams, extractor_id, ingest
 from replay.fold import Selection
-from replay.run import replay
+from streams.admin import replay
 from streams.client import MemoryClient
 from streams.demo import demo_turns, wait_for_turns
 from tests.integration.live import run, serving

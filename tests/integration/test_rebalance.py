@@ -8,7 +8,7 @@ cores while the group rebalances.
 import pytest
 
 from replay.fold import Selection
-from replay.run import replay
+from streams.admin import replay
 from streams.demo import demo_turns, turns_per_graph
 from tests.integration.live import (
     ATTEMPTS, digests_by_graph, group_formed, live_digests, live_pipeline, offline_digests, publish_and_wait, run,

@@ -16,7 +16,7 @@ import pytest
 
 from processors.events import ActivationReply, Turn
 from replay.fold import Selection
-from replay.run import derive_from_turns, replay, switch_version
+from streams.admin import derive_from_turns, replay, switch_version
 from streams.client import MemoryClient
 from streams.demo import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import (

@@ -18,7 +18,7 @@ from processors.codec import decode_graph_event, encode
 from processors.events import GraphEvent, SnapshotStarted
 from replay.errors import ReplayError
 from replay.fold import Selection
-from replay.run import log_reader, replay
+from streams.admin import log_reader, replay
 from state.digest import partition_digests
 from state.snapshot_writer import SnapshotPolicy
 from streams.local import start_embedded

@@ -14,7 +14,8 @@ from tqdm import tqdm
 from replay.digests import format_digests
 from replay.errors import ReplayError
 from replay.fold import Selection
-from replay.run import Derivation, ReplayResult, derive_from_turns, live_digests, replay, switch_version
+from replay.run import ReplayResult
+from streams.admin import Derivation, derive_from_turns, live_digests, replay, switch_version
 from streams.settings import Settings
 
 T = TypeVar("T")
@@ -115,7 +116,7 @@ def run_explain(settings: Settings, args: argparse.Namespace) -> int:
     """Print a concept's history; 1 if the graph never held it."""
     from processors.extract import normalise
     from replay.explain import explain, format_steps
-    from replay.run import graph_records
+    from streams.admin import graph_records
 
     records = asyncio.run(graph_records(settings, args.graph))
     candidates = list(dict.fromkeys([args.concept, args.concept.lower(), normalise(args.concept, "en")]))

@@ -30,7 +30,7 @@ from processors.events import Turn
 from processors.graph import GraphParams
 from replay.fold import FoldCounts, Selection, fold_records
 from replay.reader import LogRecord
-from replay.run import log_reader, replay
+from streams.admin import log_reader, replay
 from state.projector import PartitionState
 from state.rocks import RocksStore
 from streams.client import MemoryClient

@@ -1,0 +1,145 @@
+"""Live administration: what `emgas digest`, `replay`, `switch` and `explain` ask of the broker.
+
+The live side is reached only through Kafka (digest queries on the
+queries topic, routed like activation queries), so these commands work
+from any machine that can reach the broker, whichever workers hold which
+graphs. The rebuilding itself is `replay`'s, from a reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+from processors.codec import decode_turn
+from processors.errors import DecodeError
+from processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
+from processors.extract import extractor_id, ingest
+from replay.errors import ReplayError
+from replay.fold import Selection
+from replay.reader import LogReader, LogRecord
+from replay.rebuild import Progress
+from replay.run import ReplayResult, partitions_to_read, rebuild_dir
+from replay.verify import differences
+from streams.client import MemoryClient
+from streams.settings import Settings
+
+EMIT_CHUNK = 500
+
+
+def log_reader(settings: Settings) -> LogReader:
+    """A reader of the configured broker, with its fetch wait and security options."""
+    return LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms, client_options=settings.kafka_options())
+
+
+def _checked(reply: Reply) -> DigestReply:
+    if isinstance(reply, ErrorReply):
+        raise ReplayError(f"the live system answered {reply.code}: {reply.message}")
+    assert isinstance(reply, DigestReply)
+    return reply
+
+
+async def live_digests(settings: Settings, graph_id: str | None) -> list[DigestReply]:
+    """The live digests: one reply per partition asked."""
+    async with MemoryClient(settings) as client:
+        return [_checked(r) for r in await client.digests(graph_id)]
+
+
+async def replay(
+    settings: Settings,
+    state_dir: Path,
+    graph_id: str | None,
+    selection: Selection,
+    verify: bool,
+    progress: Progress | None = None,
+    on_plan: Callable[[int], None] | None = None,
+    from_beginning: bool = False,
+) -> ReplayResult:
+    """`emgas replay`: rebuild from the configured broker's log into
+    `state_dir` (see `replay.run.rebuild_dir`); with `verify`, up to the
+    offsets the live state reflects, and compare digests."""
+    topic = settings.graph_events_topic
+    async with log_reader(settings) as reader:
+        live: list[DigestReply] = await live_digests(settings, graph_id) if verify else []
+        stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
+        result = await rebuild_dir(
+            reader, topic, state_dir, settings.graph, graph_id, selection, stops, from_beginning, progress, on_plan
+        )
+    if verify:
+        result.differences = differences([d for r in live for d in r.graphs], result.digests)
+    return result
+
+
+@dataclass
+class Derivation:
+    versions: dict[str, int] = field(default_factory=dict)  # graph -> version derived
+    turns: dict[str, int] = field(default_factory=dict)  # graph -> turns re-extracted
+    undecodable: int = 0
+
+
+def next_versions(live: Iterable[DigestReply]) -> dict[str, int]:
+    """graph -> the version after its highest live one."""
+    highest: dict[str, int] = {}
+    for reply in live:
+        for d in reply.graphs:
+            highest[d.graph_id] = max(highest.get(d.graph_id, 0), d.version)
+    return {g: v + 1 for g, v in highest.items()}
+
+
+async def derive_from_turns(
+    settings: Settings,
+    graph_id: str | None,
+    version: int | None = None,
+    progress: Progress | None = None,
+) -> Derivation:
+    """Re-extract every turn of `graph_id` (or of every graph) from the turns
+    topic with this process's extraction settings, and append the results to
+    the graph-events log as a new version of each graph (or as `version`).
+    The live graph keeps serving its active version until switched."""
+    versions = {} if version is not None else next_versions(await live_digests(settings, graph_id))
+    extractor = extractor_id(settings.extraction)
+    result = Derivation()
+    topic = settings.turns_topic
+    async with log_reader(settings) as reader, MemoryClient(settings) as client:
+        partitions = await partitions_to_read(reader, topic, graph_id)
+        for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
+            async for batch in reader.read(topic, partition, start, end):
+                events = []
+                for record in batch:
+                    try:
+                        turn = decode_turn(record.value, datetime.now(timezone.utc), settings.max_future_s)
+                    except DecodeError:
+                        result.undecodable += 1  # it went to the DLQ when it was published
+                        continue
+                    if graph_id is not None and turn.graph_id != graph_id:
+                        continue
+                    v = version or versions.setdefault(turn.graph_id, 1)
+                    result.versions[turn.graph_id] = v
+                    result.turns[turn.graph_id] = result.turns.get(turn.graph_id, 0) + 1
+                    events.append(ingest(turn, settings.extraction, extractor).model_copy(update={"graph_version": v}))
+                for i in range(0, len(events), EMIT_CHUNK):
+                    await client.emit(events[i : i + EMIT_CHUNK])
+                if progress is not None:
+                    progress(len(batch))
+    return result
+
+
+async def switch_version(settings: Settings, graph_id: str, version: int, at: datetime) -> Derivation:
+    """Make `version` the active version of `graph_id`, then re-derive the
+    graph's turns into it once more: turns published between the version's
+    derivation and the switch went to the old version only, and the fold
+    skips the turns the version already holds."""
+    async with MemoryClient(settings) as client:
+        await client.emit([GraphVersionSwitched(graph_id=graph_id, version=version, timestamp=at)])
+    return await derive_from_turns(settings, graph_id, version)
+
+
+async def graph_records(settings: Settings, graph_id: str) -> list[LogRecord]:
+    """Every record of the partition of `emgas.graph-events` that holds `graph_id`."""
+    topic = settings.graph_events_topic
+    async with log_reader(settings) as reader:
+        [partition] = await partitions_to_read(reader, topic, graph_id)
+        start, end = (await reader.bounds(topic, [partition]))[partition]
+        return [record async for batch in reader.read(topic, partition, start, end) for record in batch]
