@@ -109,17 +109,19 @@ async def check_log(
     `empty`) with the log partition it is about to read."""
     start, end = (await reader.bounds(topic, [partition]))[partition]
     where = f"{topic}[{partition}]"
-    found = await log_identity(reader, topic, partition, start, end)
+    reset = f"{where} is not the log the state was built from: "
+    if identity is not None and identity.genesis >= 0 and identity.genesis >= end:
+        return LogCheck(LogStatus.RESET, reset + f"the state's log started at offset {identity.genesis}, "
+                        + (f"this one ends at offset {end - 1}" if end else "this one is empty"), None)
+    # The record the state saw start its log, where it still is, names the log for sure.
+    confirmed = identity is not None and start <= identity.genesis < end
+    if confirmed and not await _names(reader, topic, partition, identity.genesis, identity.log_id):
+        found = await log_identity(reader, topic, partition, start, end)
+        return LogCheck(LogStatus.RESET, reset + f"offset {identity.genesis} does not hold the start of log "
+                        f"{identity.log_id} (this log is {found or 'unnamed'})", found)
+    found = identity.log_id if confirmed else await log_identity(reader, topic, partition, start, end)
     if empty:
         return LogCheck(LogStatus.NEW, "no local state", found)
-    reset = f"{where} is not the log the state was built from: "
-    if identity is not None and identity.genesis >= 0:
-        if identity.genesis >= end:
-            return LogCheck(LogStatus.RESET, reset + f"the state's log started at offset {identity.genesis}, "
-                            + (f"this one ends at offset {end - 1}" if end else "this one is empty"), found)
-        if identity.genesis >= start and not await _names(reader, topic, partition, identity.genesis, identity.log_id):
-            return LogCheck(LogStatus.RESET, reset + f"offset {identity.genesis} does not hold the start of log "
-                            f"{identity.log_id} (this log is {found or 'unnamed'})", found)
     if identity is not None and found is not None and found != identity.log_id:
         return LogCheck(LogStatus.RESET, reset + f"it is log {found}, the state reflects log {identity.log_id}", found)
     if offset >= end:
