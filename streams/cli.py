@@ -16,7 +16,8 @@ import threading
 import traceback
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -52,145 +53,63 @@ def _fail(message: str, verbose: bool) -> int:
     return 2
 
 
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a command: `add_argument`'s flags and options."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+    def add_to(self, parser: Any) -> None:
+        parser.add_argument(*self.flags, **self.options)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Arguments of which exactly one must be given."""
+
+    args: tuple[Arg, ...]
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_mutually_exclusive_group(required=True)
+        for argument in self.args:
+            argument.add_to(group)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `emgas` command: its name, its help line, what runs it and its arguments."""
+
+    name: str
+    help: str
+    run: Callable[[Settings, argparse.Namespace], int]
+    args: tuple[Arg | OneOf, ...] = ()
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The parser of every command in `COMMANDS` (defined after the commands' functions)."""
     parser = argparse.ArgumentParser(prog="emgas", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="on errors, also print the traceback")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-
-    demo = sub.add_parser("demo", help="embedded broker + worker, sample conversation, queries")
-    demo.add_argument("--rounds", type=int, default=20, help="query repetitions for latency figures")
-    demo.add_argument("--json-out", type=Path, help="write the measured figures here as JSON")
-    demo.set_defaults(func=_demo)
-
-    broker = sub.add_parser("broker", help="run the embedded broker in the foreground")
-    broker.add_argument("--brokers", type=int, default=1, help="brokers in the mock cluster")
-    broker.set_defaults(func=_broker)
-
-    worker = sub.add_parser("worker", help="run a worker against the configured broker")
-    worker.add_argument("--loglevel", default="INFO")
-    worker.set_defaults(func=_worker)
-
-    publish = sub.add_parser("publish", help="publish turns from a JSON-lines file")
-    publish.add_argument("file", type=Path, help="one Turn JSON object per line ('-' = stdin)")
-    publish.set_defaults(func=_publish)
-
-    query = sub.add_parser("query", help="ask an activation query and print the reply")
-    query.add_argument("--graph", required=True, help="graph_id to query")
-    query.add_argument("text", nargs="?", help="query text (concepts are extracted from it)")
-    query.add_argument("--seed", action="append", default=[], help="explicit seed concept (repeatable)")
-    query.add_argument("--json", action="store_true", help="print the raw reply JSON")
-    query.add_argument("--timeout", type=float, help="seconds to wait for the reply")
-    for name in QueryParams.model_fields:
-        query.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name))
-    query.add_argument("--no-reinforce", action="store_true", help="do not boost the concepts the answer activates")
-    query.add_argument("--at", type=_aware_datetime, help="event time of the reinforcement (default: the graph's latest)")
-    query.set_defaults(func=_query)
-    digest = sub.add_parser("digest", help="print the canonical digest of live graphs (or of a state directory)")
-    _graph_choice(digest)
-    digest.add_argument("--state-dir", type=Path, help="digest this rebuilt state directory instead of the live graphs")
-    digest.add_argument("--json", action="store_true", help="print the digests as JSON")
-    digest.set_defaults(func=_digest)
-
-    replay = sub.add_parser("replay", help="rebuild graphs from the log into a fresh state directory")
-    _graph_choice(replay)
-    replay.add_argument("--state-dir", type=Path, help="where to build (default: a new directory under EMGAS_HOME/replay)")
-    replay.add_argument("--verify", action="store_true", help="compare with the live graphs; exit 1 on any difference")
-    replay.add_argument("--as-of", type=_aware_datetime, help="only events with event time <= this ISO 8601 time")
-    replay.add_argument("--to-offset", type=int, help="only events at or before this offset of the graph's partition")
-    replay.add_argument(
-        "--from-turns", action="store_true",
-        help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)",
-    )
-    replay.add_argument(
-        "--from-beginning", action="store_true",
-        help="fold every record from the log's first, not from the latest checkpoint (same digests, slower)",
-    )
-    replay.add_argument("--json", action="store_true", help="print the result as JSON")
-    replay.set_defaults(func=_replay)
-
-    snapshot = sub.add_parser("snapshot", help="write snapshots of graphs to the log now (recovery starts from them)")
-    _graph_choice(snapshot)
-    snapshot.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the checkpoints (0: do not wait)")
-    snapshot.set_defaults(func=_snapshot)
-
-    bench = sub.add_parser("bench-replay", help="measure live ingest vs replay and recovery on the embedded broker")
-    bench.add_argument("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)")
-    bench.add_argument("--json", type=Path, help="write the figures here as JSON")
-    bench.set_defaults(func=_bench_replay)
-
-    evaluate = sub.add_parser("eval", help="retrieval quality on a LoCoMo-shaped directory (in-process)")
-    evaluate.add_argument("dataset", choices=["locomo"])
-    evaluate.add_argument("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl")
-    evaluate.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
-    evaluate.add_argument("--retriever", action="append", choices=["emgas", "ppr", "maibot", "bm25", "hybrid"],
-                          help="retrievers to compare (repeatable; default: all five)")
-    evaluate.add_argument("--conversation", action="append", default=[], help="only this conversation (repeatable)")
-    evaluate.set_defaults(func=_eval)
-
-    bench_all = sub.add_parser("bench", help="speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, memory, and the limits they are held to")
-    bench_all.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
-    bench_all.add_argument("--quick", action="store_true", help="small sizes: under a minute, for smoke tests")
-    bench_all.set_defaults(func=_bench)
-
-    load = sub.add_parser("loadtest", help="turns and queries at a steady rate on the embedded broker, then reconcile")
-    load.add_argument("--turns", type=int, default=2000)
-    load.add_argument("--queries-per-s", type=float, default=20.0)
-    load.add_argument("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)")
-    load.add_argument("--graphs", type=int, default=50)
-    load.add_argument("--json", type=Path, dest="json_out", help="write the figures to this file")
-    load.set_defaults(func=_loadtest)
-
-    simulate = sub.add_parser("simulate", help="graph size under a drifting synthetic stream, with and without forgetting")
-    simulate.add_argument("--days", type=int, default=1080)
-    simulate.add_argument("--turns-per-day", type=int, default=8)
-    simulate.add_argument("--every", type=int, default=90, help="sample the size every this many days")
-    simulate.add_argument("--json", type=Path, dest="json_out", help="write the samples to this file")
-    simulate.set_defaults(func=_simulate)
-
-    config = sub.add_parser("config", help="print the effective configuration (secrets masked)")
-    config.set_defaults(func=_config)
-
-    stats = sub.add_parser("stats", help="a graph's size and its most mentioned concepts")
-    stats.add_argument("--graph", required=True)
-    stats.add_argument("--top", type=int, default=10, help="how many concepts to list")
-    stats.add_argument("--json", action="store_true")
-    stats.set_defaults(func=_stats)
-
-    explain = sub.add_parser("explain", help="when a concept was created, reinforced, decayed and pruned, and why")
-    explain.add_argument("--graph", required=True)
-    explain.add_argument("concept", help="concept id or surface form (normalised like a query)")
-    explain.add_argument("--version", type=int, default=None, help="graph version (default: every version)")
-    explain.add_argument("--json", action="store_true")
-    explain.set_defaults(func=_explain)
-
-    forget = sub.add_parser("forget", help="forget turns of a graph, or a whole graph, live and in every replay")
-    forget.add_argument("--graph", required=True)
-    scope = forget.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--turn", action="append", default=[], help="turn_id to forget (repeatable)")
-    scope.add_argument("--all", action="store_true", help="the whole graph")
-    forget.add_argument("--json", action="store_true")
-    forget.set_defaults(func=_forget)
-
-    switch = sub.add_parser("switch", help="make a graph version the one queries and new turns use")
-    switch.add_argument("--graph", required=True)
-    switch.add_argument("--version", type=int, required=True)
-    switch.set_defaults(func=_switch)
-
-    mcp = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol (stdio, or --http)")
-    mcp.add_argument("--graph", help="the graph served to calls that name none")
-    mcp.add_argument("--allow", action="append", default=[], metavar="PATTERN",
-                     help="other graphs a call may name (fnmatch glob, repeatable; default: none but --graph)")
-    mcp.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default: 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
-    mcp.set_defaults(func=_mcp)
+    for command in COMMANDS:
+        command_parser = sub.add_parser(command.name, help=command.help)
+        for argument in command.args:
+            argument.add_to(command_parser)
+        command_parser.set_defaults(func=command.run)
     return parser
 
 
-def _graph_choice(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--graph", help="one graph_id")
-    group.add_argument("--all", action="store_true", help="every graph")
+GRAPH_CHOICE = OneOf((arg("--graph", help="one graph_id"), arg("--all", action="store_true", help="every graph")))
+JSON_FLAG = arg("--json", action="store_true")
+
+
+def _query_param_args() -> tuple[Arg, ...]:
+    """One option per spreading-activation parameter (`QueryParams`), e.g. `--propagation-decay`."""
+    return tuple(arg(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name)) for name in QueryParams.model_fields)
 
 
 def _aware_datetime(text: str) -> datetime:
@@ -473,6 +392,114 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
             raise
         raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install 'emgas[mcp]'") from None
     return serve(settings, args.graph, args.allow, http=args.http, host=args.host, port=args.port)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("demo", "embedded broker + worker, sample conversation, queries", _demo, (
+        arg("--rounds", type=int, default=20, help="query repetitions for latency figures"),
+        arg("--json-out", type=Path, help="write the measured figures here as JSON"),
+    )),
+    Command("broker", "run the embedded broker in the foreground", _broker, (
+        arg("--brokers", type=int, default=1, help="brokers in the mock cluster"),
+    )),
+    Command("worker", "run a worker against the configured broker", _worker, (arg("--loglevel", default="INFO"),)),
+    Command("publish", "publish turns from a JSON-lines file", _publish, (
+        arg("file", type=Path, help="one Turn JSON object per line ('-' = stdin)"),
+    )),
+    Command("query", "ask an activation query and print the reply", _query, (
+        arg("--graph", required=True, help="graph_id to query"),
+        arg("text", nargs="?", help="query text (concepts are extracted from it)"),
+        arg("--seed", action="append", default=[], help="explicit seed concept (repeatable)"),
+        arg("--json", action="store_true", help="print the raw reply JSON"),
+        arg("--timeout", type=float, help="seconds to wait for the reply"),
+        *_query_param_args(),
+        arg("--no-reinforce", action="store_true", help="do not boost the concepts the answer activates"),
+        arg("--at", type=_aware_datetime, help="event time of the reinforcement (default: the graph's latest)"),
+    )),
+    Command("digest", "print the canonical digest of live graphs (or of a state directory)", _digest, (
+        GRAPH_CHOICE,
+        arg("--state-dir", type=Path, help="digest this rebuilt state directory instead of the live graphs"),
+        arg("--json", action="store_true", help="print the digests as JSON"),
+    )),
+    Command("replay", "rebuild graphs from the log into a fresh state directory", _replay, (
+        GRAPH_CHOICE,
+        arg("--state-dir", type=Path, help="where to build (default: a new directory under EMGAS_HOME/replay)"),
+        arg("--verify", action="store_true", help="compare with the live graphs; exit 1 on any difference"),
+        arg("--as-of", type=_aware_datetime, help="only events with event time <= this ISO 8601 time"),
+        arg("--to-offset", type=int, help="only events at or before this offset of the graph's partition"),
+        arg("--from-turns", action="store_true",
+            help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)"),
+        arg("--from-beginning", action="store_true",
+            help="fold every record from the log's first, not from the latest checkpoint (same digests, slower)"),
+        arg("--json", action="store_true", help="print the result as JSON"),
+    )),
+    Command("snapshot", "write snapshots of graphs to the log now (recovery starts from them)", _snapshot, (
+        GRAPH_CHOICE,
+        arg("--wait", type=float, default=30.0, help="seconds to wait for the checkpoints (0: do not wait)"),
+    )),
+    Command("bench-replay", "measure live ingest vs replay and recovery on the embedded broker", _bench_replay, (
+        arg("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)"),
+        arg("--json", type=Path, help="write the figures here as JSON"),
+    )),
+    Command("eval", "retrieval quality on a LoCoMo-shaped directory (in-process)", _eval, (
+        arg("dataset", choices=["locomo"]),
+        arg("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl"),
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+        arg("--retriever", action="append", choices=["emgas", "ppr", "maibot", "bm25", "hybrid"],
+            help="retrievers to compare (repeatable; default: all five)"),
+        arg("--conversation", action="append", default=[], help="only this conversation (repeatable)"),
+    )),
+    Command("bench", "speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, "
+            "memory, and the limits they are held to", _bench, (
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+        arg("--quick", action="store_true", help="small sizes: under a minute, for smoke tests"),
+    )),
+    Command("loadtest", "turns and queries at a steady rate on the embedded broker, then reconcile", _loadtest, (
+        arg("--turns", type=int, default=2000),
+        arg("--queries-per-s", type=float, default=20.0),
+        arg("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)"),
+        arg("--graphs", type=int, default=50),
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+    )),
+    Command("simulate", "graph size under a drifting synthetic stream, with and without forgetting", _simulate, (
+        arg("--days", type=int, default=1080),
+        arg("--turns-per-day", type=int, default=8),
+        arg("--every", type=int, default=90, help="sample the size every this many days"),
+        arg("--json", type=Path, dest="json_out", help="write the samples to this file"),
+    )),
+    Command("config", "print the effective configuration (secrets masked)", _config),
+    Command("stats", "a graph's size and its most mentioned concepts", _stats, (
+        arg("--graph", required=True),
+        arg("--top", type=int, default=10, help="how many concepts to list"),
+        JSON_FLAG,
+    )),
+    Command("explain", "when a concept was created, reinforced, decayed and pruned, and why", _explain, (
+        arg("--graph", required=True),
+        arg("concept", help="concept id or surface form (normalised like a query)"),
+        arg("--version", type=int, default=None, help="graph version (default: every version)"),
+        JSON_FLAG,
+    )),
+    Command("forget", "forget turns of a graph, or a whole graph, live and in every replay", _forget, (
+        arg("--graph", required=True),
+        OneOf((
+            arg("--turn", action="append", default=[], help="turn_id to forget (repeatable)"),
+            arg("--all", action="store_true", help="the whole graph"),
+        )),
+        JSON_FLAG,
+    )),
+    Command("switch", "make a graph version the one queries and new turns use", _switch, (
+        arg("--graph", required=True),
+        arg("--version", type=int, required=True),
+    )),
+    Command("mcp", "serve the memory to agents over the Model Context Protocol (stdio, or --http)", _mcp, (
+        arg("--graph", help="the graph served to calls that name none"),
+        arg("--allow", action="append", default=[], metavar="PATTERN",
+            help="other graphs a call may name (fnmatch glob, repeatable; default: none but --graph)"),
+        arg("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio"),
+        arg("--host", default="127.0.0.1", help="HTTP address to bind (default: 127.0.0.1)"),
+        arg("--port", type=int, default=8765, help="HTTP port (default: 8765)"),
+    )),
+)
 
 
 if __name__ == "__main__":
