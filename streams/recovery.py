@@ -35,10 +35,10 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
-from processors.events import GraphEvent, LogStarted, SnapshotStarted
+from processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
 from replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
 from replay.fold import Selection
-from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, start_from_checkpoint, usable_checkpoint
+from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
 from replay.reader import LogReader
 from replay.rebuild import rebuild_partition
 from streams.admin import log_reader
@@ -216,9 +216,10 @@ class Recovery:
     async def _on_truncated(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
-        if await usable_checkpoint(reader, topic, partition, end) is None:
+        found = await usable_checkpoint(reader, topic, partition, end)
+        if found is None:
             raise LogTruncated(f"{check.detail}, and no checkpoint after them is left in the log")
-        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end):
+        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end, found):
             self._report(partition, "truncated", "state rebuilt from the latest checkpoint", check.detail)
             self._restored(self.states.worker(partition))
         return self.states.worker(partition)
@@ -238,7 +239,7 @@ class Recovery:
             return worker
         log.info("partition %s: the state is %s records behind the log; starting from the checkpoint at offset %s",
                  partition, end - behind - 1, found[0])
-        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end):
+        if await self._from_checkpoint(reader, partition, self.states.discard(partition), end, found):
             self._restored(self.states.worker(partition))
         return self.states.worker(partition)
 
@@ -250,18 +251,24 @@ class Recovery:
             self._restored(worker)
         return self.states.worker(partition)
 
-    async def _from_checkpoint(self, reader: LogReader, partition: int, worker: PartitionWorker, end: int) -> bool:
-        """Restore the empty state from the latest checkpoint; False if there is
-        none or it is corrupt (then the state is empty again, and the whole log is folded)."""
+    async def _from_checkpoint(
+        self, reader: LogReader, partition: int, worker: PartitionWorker, end: int,
+        found: tuple[int, Checkpoint] | None = None,
+    ) -> bool:
+        """Restore the empty state from `found`, else from the latest usable
+        checkpoint; False if there is none or it is corrupt (then the state is
+        empty again, and the whole log is folded)."""
         topic = self.settings.graph_events_topic
+        found = found or await usable_checkpoint(reader, topic, partition, end)
+        if found is None:
+            return False
         try:
-            offset = await start_from_checkpoint(reader, topic, partition, worker.state, end)
+            await restore_checkpoint(reader, topic, partition, worker.state, found)
         except SnapshotCorrupt as err:
             self._report(partition, "corrupt snapshot", "folding the whole log instead", str(err))
             self.states.discard(partition)
             return False
-        if offset is None:
-            return False
+        offset = found[0]
         self._checkpoints[partition] = offset
         return True
 
