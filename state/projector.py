@@ -113,16 +113,19 @@ class PartitionState:
             self.txn.commit(offset_batch(self._offset))
             self._committed = self._offset
 
+    def ref(self, graph_id: str, version: int | None = None) -> GraphRef:
+        """`graph_id` at `version` (None: its active version)."""
+        return GraphRef(graph_id, version or self.repo.active_version(graph_id))
+
     def view(self, graph_id: str, version: int | None = None) -> GraphView | None:
         """The view of `graph_id` at `version` (default: the active one)."""
-        return self.views.get(GraphRef(graph_id, version or self.repo.active_version(graph_id)))
+        return self.views.get(self.ref(graph_id, version))
 
     def ref_of(self, event: GraphEvent) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
         if isinstance(event, GraphVersionSwitched):
             return GraphRef(event.graph_id, event.version)
-        version = getattr(event, "graph_version", None)
-        return GraphRef(event.graph_id, version or self.repo.active_version(event.graph_id))
+        return self.ref(event.graph_id, getattr(event, "graph_version", None))
 
     def apply(self, event: GraphEvent, offset: int, refolds: Refolds | None = None, raw: bytes | None = None) -> Outcome:
         """Apply the event at log `offset`. `refolds`: for a `Forget`, what

@@ -1,7 +1,7 @@
 """When a graph is due a decay tick or a consolidation, and what it says.
 
 The emitter side of memory dynamics: a live worker (and the in-process
-`state.driver`) asks after each applied event, and appends what is due to
+`tools.driver`) asks after each applied event, and appends what is due to
 the log; the fold (`state.projector`) applies it like any other event.
 
 - Decay: windows are [k·W, (k+1)·W) of event time. When a graph's clock
@@ -32,10 +32,6 @@ from processors.topics import topics_of
 from state.projector import PartitionState
 
 Trigger = Literal["window", "idle", "manual"]
-
-
-def active_ref(state: PartitionState, graph_id: str) -> GraphRef:
-    return GraphRef(graph_id, state.repo.active_version(graph_id))
 
 
 class Scheduler:

@@ -215,21 +215,7 @@ class GraphView:
                     pairs[(cid, self.ids[j])] = count
         return counts, texts, pairs
 
-    def edge_arrays(self, kind: WeightKind) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(src, dst, weight) of every directed edge, weights as `neighbours(kind, fan=False)`."""
-        weighted = self.neighbours(kind, fan=False)
-        parts = [(i, *weighted(i)) for i in self.index.values()]
-        if not parts:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, np.zeros(0)
-        src = np.concatenate([np.full(len(idx), i, dtype=np.int64) for i, idx, _ in parts])
-        dst = np.concatenate([idx for _, idx, _ in parts])
-        weight = np.concatenate([w for _, _, w in parts])
-        return src, dst, weight
 
-    def strengths(self) -> list[dict[int, int]]:
-        """Per node, neighbour -> pair count (a copy, for the MaiBot baseline)."""
-        return [dict(self._adjacency.items(i)) for i in range(self.size)]
 
     def neighbour_ids(self, cid: str) -> list[str]:
         i = self.index.get(cid)
@@ -251,8 +237,6 @@ class GraphView:
         """(neighbour indices, pair counts c(i, ·)) of node i, sorted by neighbour."""
         return self._adjacency.row(i)
 
-    def degrees(self) -> np.ndarray:
-        return np.array([self._adjacency.degree(i) for i in range(self.size)], dtype=np.float64)
 
     def resident_bytes(self) -> int:
         """Bytes of the adjacency rows (the query structure's bulk)."""

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from processors.codec import decode_turn
 from processors.errors import DecodeError
 from processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
-from processors.extract import extractor_id, ingest
+from processors.extract import extractor_id, ingest_all
 from replay.errors import ReplayError
 from replay.fold import Selection
 from replay.reader import LogReader, LogRecord
@@ -26,7 +26,6 @@ from replay.verify import differences
 from streams.client import MemoryClient
 from streams.settings import Settings
 
-EMIT_CHUNK = 500
 
 
 def log_reader(settings: Settings) -> LogReader:
@@ -106,21 +105,26 @@ async def derive_from_turns(
         partitions = await partitions_to_read(reader, topic, graph_id)
         for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
             async for batch in reader.read(topic, partition, start, end):
-                events = []
+                turns = []
                 for record in batch:
                     try:
                         turn = decode_turn(record.value, datetime.now(timezone.utc), settings.max_future_s)
                     except DecodeError:
                         result.undecodable += 1  # it went to the DLQ when it was published
                         continue
-                    if graph_id is not None and turn.graph_id != graph_id:
+                    if graph_id is None or turn.graph_id == graph_id:
+                        turns.append(turn)
+                # As the extract agent does: a turn whose extraction fails went to the DLQ live.
+                events = []
+                for ingested in ingest_all(turns, settings.extraction, extractor):
+                    if isinstance(ingested, str):
+                        result.undecodable += 1
                         continue
-                    v = version or versions.setdefault(turn.graph_id, 1)
-                    result.versions[turn.graph_id] = v
-                    result.turns[turn.graph_id] = result.turns.get(turn.graph_id, 0) + 1
-                    events.append(ingest(turn, settings.extraction, extractor).model_copy(update={"graph_version": v}))
-                for i in range(0, len(events), EMIT_CHUNK):
-                    await client.emit(events[i : i + EMIT_CHUNK])
+                    v = version or versions.setdefault(ingested.graph_id, 1)
+                    result.versions[ingested.graph_id] = v
+                    result.turns[ingested.graph_id] = result.turns.get(ingested.graph_id, 0) + 1
+                    events.append(ingested.model_copy(update={"graph_version": v}))
+                await client.emit(events)
                 if progress is not None:
                     progress(len(batch))
     return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import signal
 import sys
@@ -16,8 +17,7 @@ import threading
 import traceback
 from datetime import datetime
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pydantic import ValidationError
 
@@ -27,6 +27,7 @@ from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, S
 from replay.errors import ReplayError
 from state.errors import StateError
 from streams.client import MemoryClient, forget_request
+from streams.command import Arg, Command, OneOf, arg
 from streams.errors import InputFileError, StreamsError
 from streams.settings import Settings
 
@@ -53,54 +54,36 @@ def _fail(message: str, verbose: bool) -> int:
     return 2
 
 
-@dataclass(frozen=True)
-class Arg:
-    """One argument of a command: `add_argument`'s flags and options."""
-
-    flags: tuple[str, ...]
-    options: dict[str, Any]
-
-    def add_to(self, parser: Any) -> None:
-        parser.add_argument(*self.flags, **self.options)
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """Arguments of which exactly one must be given."""
-
-    args: tuple[Arg, ...]
-
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_mutually_exclusive_group(required=True)
-        for argument in self.args:
-            argument.add_to(group)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One `emgas` command: its name, its help line, what runs it and its arguments."""
-
-    name: str
-    help: str
-    run: Callable[[Settings, argparse.Namespace], int]
-    args: tuple[Arg | OneOf, ...] = ()
-
-
-def arg(*flags: str, **options: Any) -> Arg:
-    return Arg(flags, options)
-
-
 def _parser() -> argparse.ArgumentParser:
-    """The parser of every command in `COMMANDS` (defined after the commands' functions)."""
-    parser = argparse.ArgumentParser(prog="emgas", description=__doc__.splitlines()[0])
+    """The parser of every command in `COMMANDS` (defined after the commands' functions) and the tools'."""
+    parser = argparse.ArgumentParser(prog="emgas", description=__doc__.splitlines()[0], epilog=_tools_note())
     parser.add_argument("-v", "--verbose", action="store_true", help="on errors, also print the traceback")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    for command in COMMANDS:
+    for command in COMMANDS + tool_commands():
         command_parser = sub.add_parser(command.name, help=command.help)
         for argument in command.args:
             argument.add_to(command_parser)
         command_parser.set_defaults(func=command.run)
     return parser
+
+
+def tool_commands() -> tuple[Command, ...]:
+    """The tools' commands (demo, benchmarks, evaluation), found by module name in
+    `TOOL_REGISTRY`: a checkout of the repository has them, the installed package not."""
+    try:
+        registry = importlib.import_module(TOOL_REGISTRY)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not TOOL_REGISTRY.startswith(exc.name):
+            raise
+        return ()
+    return registry.COMMANDS
+
+
+def _tools_note() -> str | None:
+    if tool_commands():
+        return None
+    return ("The tool commands (demo, bench, bench-replay, eval, loadtest, simulate) come with a checkout "
+            "of the repository (make demo), not with the installed package.")
 
 
 GRAPH_CHOICE = OneOf((arg("--graph", help="one graph_id"), arg("--all", action="store_true", help="every graph")))
@@ -174,9 +157,7 @@ def _publish(settings: Settings, args: argparse.Namespace) -> int:
     async def run() -> None:
         async with MemoryClient(settings) as client:
             with tqdm(total=len(turns), unit="turn", desc="publish") as bar:
-                for start in range(0, len(turns), 500):
-                    chunk = turns[start : start + 500]
-                    bar.update(await client.publish(chunk))
+                await client.publish(turns, progress=bar.update)
 
     asyncio.run(run())
     print(f"published {len(turns)} turns to {settings.turns_topic}")
@@ -219,13 +200,6 @@ def format_reply(reply: Reply) -> str:
     return "\n".join(lines)
 
 
-def _demo(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.demo import run_demo
-
-    figures = run_demo(settings, rounds=args.rounds)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(figures, indent=2))
-    return 0
 
 
 def _digest(settings: Settings, args: argparse.Namespace) -> int:
@@ -264,60 +238,14 @@ def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.replay_bench import print_figures, run_replay_bench
-
-    print_figures(run_replay_bench(settings, args.turns), args.json)
-    return 0
 
 
-def _eval(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.evaluation import format_table, run_eval
-
-    figures = run_eval(args.data, settings, args.retriever or ("emgas", "ppr", "maibot", "bm25", "hybrid"), args.conversation)
-    print(format_table(figures))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(figures, indent=2))
-    return 0
 
 
-def _bench(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.bench import format_figures, run_bench
-
-    from tqdm import tqdm
-
-    with tqdm(unit="step", desc="bench") as bar:
-        def progress(step: str) -> None:
-            bar.set_description(step)
-            bar.update(1)
-
-        figures = run_bench(settings, args.quick, progress=progress)
-    print(format_figures(figures))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(figures, indent=2))
-    return 0
 
 
-def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
-    """0 when every turn was applied and no reply was an error; 1 otherwise."""
-    from streams.loadtest import run_loadtest
-
-    figures = run_loadtest(settings, args.turns, args.queries_per_s, args.duration, args.graphs)
-    for name, value in figures.items():
-        print(f"{name:>24}: {value}")
-    if args.json_out:
-        args.json_out.write_text(json.dumps(figures, indent=2))
-    return 0 if figures["ok"] else 1
 
 
-def _simulate(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.simulation import Stream, compare, format_samples
-
-    figures = compare(Stream(days=args.days, turns_per_day=args.turns_per_day), settings.graph, args.every)
-    print(format_samples(figures))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(figures, indent=2))
-    return 0
 
 
 def _config(settings: Settings, args: argparse.Namespace) -> int:
@@ -394,11 +322,10 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings, args.graph, args.allow, http=args.http, host=args.host, port=args.port)
 
 
+# The one place the product names its tools: the module holding their commands.
+TOOL_REGISTRY = "tools.commands"
+
 COMMANDS: tuple[Command, ...] = (
-    Command("demo", "embedded broker + worker, sample conversation, queries", _demo, (
-        arg("--rounds", type=int, default=20, help="query repetitions for latency figures"),
-        arg("--json-out", type=Path, help="write the measured figures here as JSON"),
-    )),
     Command("broker", "run the embedded broker in the foreground", _broker, (
         arg("--brokers", type=int, default=1, help="brokers in the mock cluster"),
     )),
@@ -436,36 +363,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("snapshot", "write snapshots of graphs to the log now (recovery starts from them)", _snapshot, (
         GRAPH_CHOICE,
         arg("--wait", type=float, default=30.0, help="seconds to wait for the checkpoints (0: do not wait)"),
-    )),
-    Command("bench-replay", "measure live ingest vs replay and recovery on the embedded broker", _bench_replay, (
-        arg("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)"),
-        arg("--json", type=Path, help="write the figures here as JSON"),
-    )),
-    Command("eval", "retrieval quality on a LoCoMo-shaped directory (in-process)", _eval, (
-        arg("dataset", choices=["locomo"]),
-        arg("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl"),
-        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
-        arg("--retriever", action="append", choices=["emgas", "ppr", "maibot", "bm25", "hybrid"],
-            help="retrievers to compare (repeatable; default: all five)"),
-        arg("--conversation", action="append", default=[], help="only this conversation (repeatable)"),
-    )),
-    Command("bench", "speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, "
-            "memory, and the limits they are held to", _bench, (
-        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
-        arg("--quick", action="store_true", help="small sizes: under a minute, for smoke tests"),
-    )),
-    Command("loadtest", "turns and queries at a steady rate on the embedded broker, then reconcile", _loadtest, (
-        arg("--turns", type=int, default=2000),
-        arg("--queries-per-s", type=float, default=20.0),
-        arg("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)"),
-        arg("--graphs", type=int, default=50),
-        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
-    )),
-    Command("simulate", "graph size under a drifting synthetic stream, with and without forgetting", _simulate, (
-        arg("--days", type=int, default=1080),
-        arg("--turns-per-day", type=int, default=8),
-        arg("--every", type=int, default=90, help="sample the size every this many days"),
-        arg("--json", type=Path, dest="json_out", help="write the samples to this file"),
     )),
     Command("config", "print the effective configuration (secrets masked)", _config),
     Command("stats", "a graph's size and its most mentioned concepts", _stats, (

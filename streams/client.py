@@ -9,9 +9,10 @@ wait) and matched to requests by `request_id`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -26,6 +27,15 @@ from streams.errors import BrokerError, QueryTimeout, RequestError
 from streams.settings import Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
+PUBLISH_CHUNK = 500  # records sent before their acks are awaited
+T = TypeVar("T")
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """`items` in lists of at most `size`, in order."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def forget_request(graph_id: str, turn_ids: Iterable[str] = (), whole_graph: bool = False) -> Forget:
@@ -80,9 +90,12 @@ class MemoryClient:
         if self._producer is not None:
             await self._producer.stop()
 
-    async def publish(self, turns: Iterable[Turn]) -> int:
-        """Send turns to the turns topic, keyed by graph_id; waits for every ack."""
-        return await self._send_keyed(self.settings.turns_topic, turns)
+    async def publish(
+        self, turns: Iterable[Turn], chunk: int = PUBLISH_CHUNK, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Send turns to the turns topic, keyed by graph_id, `chunk` at a time,
+        each chunk acked before the next (`progress(n)` after each); returns the count."""
+        return await self._send_keyed(self.settings.turns_topic, turns, chunk, progress)
 
     async def ask(
         self,
@@ -140,10 +153,10 @@ class MemoryClient:
         sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=event.graph_id.encode())
         return sent.partition, sent.offset
 
-    async def emit(self, events: Iterable[GraphEvent]) -> int:
+    async def emit(self, events: Iterable[GraphEvent], progress: Callable[[int], None] | None = None) -> int:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
-        re-derived versions, version switches); waits for every ack."""
-        return await self._send_keyed(self.settings.graph_events_topic, events)
+        re-derived versions, version switches), a chunk at a time; waits for every ack."""
+        return await self._send_keyed(self.settings.graph_events_topic, events, PUBLISH_CHUNK, progress)
 
     async def forget(self, event: Forget, timeout_s: float | None = None) -> int:
         """Append a forget request (see `forget_request`) and wait until the
@@ -164,11 +177,20 @@ class MemoryClient:
                 )
             await asyncio.sleep(FORGET_POLL_S)
 
-    async def _send_keyed(self, topic: str, events: Iterable[Turn | GraphEvent]) -> int:
+    async def _send_keyed(
+        self, topic: str, events: Iterable[Turn | GraphEvent], chunk: int, progress: Callable[[int], None] | None
+    ) -> int:
+        """Send keyed by graph_id; a chunk's acks are awaited before the next is sent,
+        so a long file holds at most one chunk in flight."""
         assert self._producer is not None, "client not started"
-        futures = [await self._producer.send(topic, encode(e), key=e.graph_id.encode()) for e in events]
-        await asyncio.gather(*futures)
-        return len(futures)
+        sent = 0
+        for batch in chunks(events, chunk):
+            futures = [await self._producer.send(topic, encode(e), key=e.graph_id.encode()) for e in batch]
+            await asyncio.gather(*futures)
+            sent += len(futures)
+            if progress is not None:
+                progress(len(futures))
+        return sent
 
     async def _request(
         self, request: ActivationQuery | DigestQuery | StatsQuery | PassageQuery, about: str, timeout_s: float | None,

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from streams.demo import free_port
+from tools.harness import free_port
 
 import pytest
 
@@ -90,7 +90,7 @@ def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
         assert "bootstrap servers written" in broker.stdout.readline() + broker.stdout.readline()
         worker = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
                                   env=env, stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT)
-        demo = Path(__file__).parents[2] / "streams" / "data" / "demo.jsonl"
+        demo = Path(__file__).parents[2] / "tools" / "data" / "demo.jsonl"
         assert emgas("publish", str(demo), home=tmp_path).returncode == 0
         deadline = time.monotonic() + 120
         while True:  # until the worker has applied all 34 turns

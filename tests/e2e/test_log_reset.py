@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import free_port
+from tools.harness import free_port
 
 pytestmark = pytest.mark.e2e
 
-DEMO = Path(__file__).parents[2] / "streams" / "data" / "demo.jsonl"
+DEMO = Path(__file__).parents[2] / "tools" / "data" / "demo.jsonl"
 NEW_TURNS = [
     {"graph_id": "alice", "turn_id": "new-1", "speaker": "alice",
      "text": "I adopted a greyhound called Pretzel today", "timestamp": "2026-11-20T10:00:00Z"},

@@ -2,7 +2,7 @@
 
 import pytest
 
-from streams.demo import start_worker, stop_worker
+from tools.harness import start_worker, stop_worker
 from streams.local import start_embedded
 from streams.settings import Settings
 

@@ -20,7 +20,7 @@ from state.memory import MemoryStore
 from state.projector import PartitionState
 from streams.client import MemoryClient
 from streams.errors import QueryTimeout
-from streams.demo import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from tools.harness import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.embedded import MockCluster
 from streams.local import start_embedded
 from streams.settings import Settings
@@ -91,8 +91,7 @@ async def publish_and_wait(settings: Settings, turns: list[Turn], batch: int, ex
     then wait until every graph has applied its expected number of turns."""
     async with MemoryClient(settings) as client:
         await wait_for_turns(client, {g: 0 for g in expected}, deadline_s=120)
-        for i in range(0, len(turns), batch):
-            await client.publish(turns[i : i + batch])
+        await client.publish(turns, chunk=batch)
         await wait_for_turns(client, expected, deadline_s=120)
 
 

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaProducer
 from processors.codec import encode
 from processors.events import ActivationReply
 from streams.client import MemoryClient
-from streams.demo import demo_turns, stop_worker
+from tools.harness import demo_turns, stop_worker
 from streams.errors import QueryTimeout
 from tests.integration.live import run, serving
 from tests.integration.test_metrics import scrape, value

@@ -12,7 +12,7 @@ from processors.events import Turn
 from replay.fold import Selection
 from streams.admin import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, turns_per_graph, wait_for_turns
+from tools.harness import demo_turns, turns_per_graph, wait_for_turns
 from streams.errors import QueryTimeout
 from tests.integration.live import live_pipeline, publish_and_wait, run
 

@@ -14,7 +14,8 @@ from replay.explain import explain
 from replay.fold import Selection
 from streams.admin import graph_records, replay
 from streams.client import MemoryClient
-from streams.demo import DEMO_QUERIES, demo_turns, turns_per_graph
+from tools.demo import DEMO_QUERIES
+from tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

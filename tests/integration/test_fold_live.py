@@ -11,7 +11,7 @@ from processors.events import Boost, Retrieved
 from replay.fold import Selection
 from streams.admin import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
+from tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.integration.live import live_pipeline, run
 from tests.integration.test_metrics import scrape, value
 

@@ -9,7 +9,7 @@ from processors.events import ActivationReply, ErrorReply
 from replay.fold import Selection
 from streams.admin import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, turns_per_graph
+from tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,7 @@ from processors.extract import ExtractionParams, extractor_id, ingest
 from replay.fold import Selection
 from streams.admin import replay
 from streams.client import MemoryClient
-from streams.demo import demo_turns, wait_for_turns
+from tools.harness import demo_turns, wait_for_turns
 from tests.integration.live import run, serving
 from tests.integration.test_metrics import scrape, value
 

@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from streams.demo import free_port  # noqa: E402
+from tools.harness import free_port  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from processors.events import ActivationReply
 from streams.client import MemoryClient
-from streams.demo import demo_turns
+from tools.harness import demo_turns
 from tests.integration.live import run, serving
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 from processors.codec import decode_turn
 from processors.events import ActivationReply, ErrorReply
 from streams.client import MemoryClient
-from streams.demo import wait_for_turns
+from tools.harness import wait_for_turns
 
 pytestmark = pytest.mark.integration
 

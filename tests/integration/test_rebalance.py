@@ -9,7 +9,7 @@ import pytest
 
 from replay.fold import Selection
 from streams.admin import replay
-from streams.demo import demo_turns, turns_per_graph
+from tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import (
     ATTEMPTS, digests_by_graph, group_formed, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )

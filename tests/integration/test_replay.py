@@ -18,7 +18,7 @@ from processors.events import ActivationReply, Turn
 from replay.fold import Selection
 from streams.admin import derive_from_turns, replay, switch_version
 from streams.client import MemoryClient
-from streams.demo import demo_turns, turns_per_graph, wait_for_turns
+from tools.harness import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )

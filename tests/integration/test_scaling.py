@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from streams.demo import demo_turns, turns_per_graph
+from tools.harness import demo_turns, turns_per_graph
 from processors.events import StatsReply
 from streams.client import MemoryClient
 from streams.errors import QueryTimeout

@@ -15,11 +15,11 @@ from processors.graph import GraphParams, GraphRef
 from replay.explain import explain
 from replay.reader import LogRecord
 from state.digest import partition_digests
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
 from state.rocks import RocksStore
-from streams.simulation import GRAPH, ONCE, Stream, turns
+from tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.factories import T0, ingested
 
 ASKED = T0 + timedelta(days=400)

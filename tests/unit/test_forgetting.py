@@ -13,10 +13,10 @@ from replay.explain import explain, format_steps
 from replay.reader import LogRecord
 from state import keys
 from state.digest import graph_digest
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import PartitionState
-from streams.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns
+from tools.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns
 
 STREAM = Stream(days=360, turns_per_day=12)  # 4,320 turns over a simulated year
 # The defaults' time constants (90 days) need years of simulated time to

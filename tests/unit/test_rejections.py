@@ -14,7 +14,7 @@ from replay.reader import LogRecord
 from state.digest import partition_digests
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
-from streams.demo import demo_turns
+from tools.harness import demo_turns
 from tests.factories import T0, ingested
 
 G = GraphRef("g", 1)

@@ -7,9 +7,9 @@ import pytest
 
 from processors.activation import rank_passages
 from processors.extract import ExtractionParams, ingest
-from processors.lexical import BM25
-from processors.walks import maibot_activation, personalised_pagerank
-from streams.evaluation import score, summarise
+from tools.lexical import BM25
+from tools.walks import maibot_activation, personalised_pagerank
+from tools.evaluation import score, summarise
 from tests.factories import T0
 
 

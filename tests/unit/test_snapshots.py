@@ -14,7 +14,7 @@ from processors.events import (
 )
 from processors.extract import ExtractionParams
 from state.digest import partition_digests
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
 from state.snapshot_writer import SnapshotPolicy

@@ -4,7 +4,7 @@ import statistics
 from collections import Counter
 
 from processors.extract import ExtractionParams, extractor_id, ingest
-from streams.synthetic import Shape, conversations
+from tools.synthetic import Shape, conversations
 
 
 def test_the_same_arguments_give_the_same_turns():

@@ -11,7 +11,7 @@ from aiokafka.errors import IncompatibleBrokerVersion
 from processors.events import Consolidate
 from processors.graph import GraphParams
 from processors.topics import TopicParams, propagate_labels, topics_of
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from streams import topics as kafka_topics
 from streams.errors import BrokerError
 from streams.settings import Settings

@@ -11,7 +11,7 @@ from processors.dynamics import DAY_S, DecayParams
 from processors.events import Boost, Retrieved
 from processors.graph import GraphParams
 from state.digest import partition_digests
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
 from state.store import PartitionStore

@@ -2,7 +2,7 @@
 
 Each conversation becomes one graph, built through the same extraction and
 fold as a worker (and, when the graph parameters have windows, the same
-decay ticks and consolidations, through `state.driver.LocalLog`). Every
+decay ticks and consolidations, through `tools.driver.LocalLog`). Every
 question is asked as an activation query that does not reinforce, and the
 passages returned are scored against the evidence turn ids: recall@5,
 recall@10 and MRR, per category and overall. Adversarial questions
@@ -22,8 +22,8 @@ from processors.activation import ActivationParams
 from processors.events import Turn
 from processors.extract import ExtractionParams, extractor_id, ingest
 from processors.graph import GraphParams
-from state.driver import LocalLog
-from state.baselines import NAMES, retrievers
+from tools.driver import LocalLog
+from tools.baselines import NAMES, retrievers
 from streams.errors import InputFileError
 
 if TYPE_CHECKING:

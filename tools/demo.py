@@ -10,24 +10,20 @@ measures ingest rate and query round trips.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from processors.events import ActivationReply, Turn
-from streams.cli import format_reply, read_turns
+from processors.events import ActivationReply
+from streams.cli import format_reply
 from streams.client import MemoryClient
-from streams.errors import QueryTimeout, StreamsError
+from streams.errors import StreamsError
 from streams.local import start_embedded
 from streams.settings import Settings
+from tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 
 DEMO_QUERIES: list[tuple[str, str]] = [
     ("alice", "Can I bring my dog when I visit my sister?"),
@@ -36,86 +32,6 @@ DEMO_QUERIES: list[tuple[str, str]] = [
     ("alice", "卑尔根的天气怎么样？"),
     ("bob", "How is the marathon training going?"),
 ]
-# A seed no concept id can equal (ids are lemmatised word characters):
-# asking it returns only the graph's stats.
-STATS_PROBE = "·"
-
-
-def demo_turns() -> list[Turn]:
-    return read_turns(Path(__file__).parent / "data" / "demo.jsonl")
-
-
-def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
-    """graph -> number of distinct turn ids among `turns` (what the graph will hold)."""
-    ids: dict[str, set[str]] = {}
-    for t in turns:
-        ids.setdefault(t.graph_id, set()).add(t.turn_id)
-    return {g: len(s) for g, s in ids.items()}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_worker(
-    settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None,
-    env: dict[str, str] | None = None,
-) -> subprocess.Popen[bytes]:
-    """`emgas worker` as a child process on the given broker and home, its web
-    server (metrics, health) on `web_port` (default: a free port); `env`:
-    more environment variables for it (e.g. other `EMGAS_*` settings)."""
-    environment = {
-        **os.environ,
-        "EMGAS_BROKER": settings.bootstrap_servers(),
-        "EMGAS_HOME": str(settings.home),
-        "EMGAS_WORKER_NAME": name,
-        "EMGAS_WEB_PORT": str(web_port or free_port()),
-        "EMGAS_PARTITIONS": str(settings.partitions),
-        "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
-        "EMGAS_GRAPH": settings.graph.model_dump_json(),
-        **(env or {}),
-    }
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
-            env=environment, stdout=log, stderr=subprocess.STDOUT,
-        )
-
-
-def stop_worker(worker: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-
-
-async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadline_s: float) -> None:
-    """Poll each graph's stats until it has applied `expected[graph]` turns
-    (0: until any reply comes, i.e. a worker serves the graph's partition)."""
-    deadline = time.monotonic() + deadline_s
-    for graph, count in expected.items():
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise QueryTimeout(f"graph {graph!r} did not reach {count} turns in {deadline_s:g} s")
-            try:
-                reply = await client.ask(graph, seeds=(STATS_PROBE,), timeout_s=min(remaining, 5.0))
-            except QueryTimeout:
-                continue
-            if count == 0 or (isinstance(reply, ActivationReply) and reply.stats.turns >= count):
-                break
-            await asyncio.sleep(0.05)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile of `values` (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 async def _session(settings: Settings, rounds: int) -> dict[str, Any]:

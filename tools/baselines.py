@@ -19,8 +19,9 @@ import numpy as np
 from processors.activation import ActivationParams, rank_passages
 from processors.events import ActivationQuery, QueryParams
 from processors.extract import ExtractionParams
-from processors.lexical import BM25, top
-from processors.walks import maibot_activation, personalised_pagerank
+from tools.graph_arrays import edge_arrays, strengths
+from tools.lexical import BM25, top
+from tools.walks import maibot_activation, personalised_pagerank
 from state.projector import PartitionState
 from state.retrieval import answer, seed_ids
 from state.view import GraphView
@@ -49,8 +50,8 @@ def retrievers(
     texts = state.repo.passages(view.ref, turn_ids)
     bm25 = BM25((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
     texts_concepts = {t: p.concept_ids for t, p in texts.items()}
-    src, dst, weight = view.edge_arrays(activation.weight)
-    strengths = view.strengths()
+    src, dst, weight = edge_arrays(view, activation.weight)
+    node_strengths = strengths(view)
 
     def query(text: str, depth: int = k) -> ActivationQuery:
         return ActivationQuery(
@@ -72,7 +73,7 @@ def retrievers(
         memories most similar to the keywords: here the passages of the 10
         most activated concepts, by how many of the query's seeds they mention."""
         keywords = seeds(text)
-        activated = maibot_activation(strengths, keywords)
+        activated = maibot_activation(node_strengths, keywords)
         nodes = sorted(activated, key=lambda i: (-activated[i], view.ids[i]))[:MAIBOT_NODES]
         wanted = {view.ids[i] for i in keywords}
         candidates = {pid for i in nodes for pid in view.passage_ids[i]}

@@ -8,8 +8,8 @@ Every figure is the median of several repeats, with their min and max:
 - fold_events_per_s: the fold alone (`PartitionState.apply` and its
   commits, as replay calls them) of graph events already decoded in memory
   into a fresh RocksDB state: fold_events events of synthetic LoCoMo-shaped
-  conversations (`streams.synthetic`: sessions of turns minutes apart,
-  days between sessions), put through `state.driver.LocalLog` so the decay
+  conversations (`tools.synthetic`: sessions of turns minutes apart,
+  days between sessions), put through `tools.driver.LocalLog` so the decay
   ticks and consolidations due are among them; fold_extract_turns_per_s:
   extraction of those same turns, so fold and extraction compare on
   identical turns.
@@ -43,7 +43,7 @@ Every figure is the median of several repeats, with their min and max:
   applied to the graph, ticks included), per turn.
 
 Taking over a partition. Both parts use one graph of synthetic turns
-(`streams.synthetic`) put through `LocalLog` (its decay ticks and
+(`tools.synthetic`) put through `LocalLog` (its decay ticks and
 consolidations included): its history once ("1x"), or that whole history
 published 10 times ("10x": the 9 later copies are duplicates, which the
 fold skips, so the final state is the same and the bench checks it).
@@ -130,13 +130,14 @@ from processors.codec import decode_graph_event, encode
 from processors.errors import DecodeError
 from processors.events import ActivationReply, Checkpoint, GraphEvent, Snapshot, SnapshotStarted, Turn
 from processors.extract import ExtractionParams, detect_language, extractor_id, ingest
-from processors.walks import personalised_pagerank
-from streams.replay_bench import synthetic_turns
+from tools.graph_arrays import degrees, edge_arrays
+from tools.walks import personalised_pagerank
+from tools.replay_bench import synthetic_turns
 from replay.fold import Selection
 from replay.reader import LogRecord
 from streams.admin import log_reader, replay
 from state.digest import partition_digests
-from state.driver import LocalLog
+from tools.driver import LocalLog
 from state.projector import PartitionState
 from state.rocks import RocksStore
 from state.snapshot_writer import SnapshotWriter
@@ -146,15 +147,14 @@ from state.view import GraphView
 from processors.graph import GraphParams, GraphRef
 from processors.dynamics import DecayParams
 from streams.client import MemoryClient
-from streams.demo import (
-    DEMO_QUERIES, demo_turns, free_port, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns,
-)
+from tools.demo import DEMO_QUERIES
+from tools.harness import demo_turns, free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.embedded import TopicSpec
 from streams.errors import QueryTimeout
 from streams.local import start_embedded
 from streams.settings import Settings
 from streams.snapshots import request_snapshots
-from streams.synthetic import Shape, conversations
+from tools.synthetic import Shape, conversations
 
 Progress = Callable[[str], None]
 
@@ -293,8 +293,7 @@ def _rss_bytes() -> int:
     """Resident set size, after handing freed heap back to the system."""
     gc.collect()
     ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return resident_bytes()
 
 
 def query_figures(concepts: int, edges: int, queries: int, repeats: int, seed: int = 11) -> dict[str, Any]:
@@ -302,7 +301,7 @@ def query_figures(concepts: int, edges: int, queries: int, repeats: int, seed: i
     view = synthetic_view(concepts, edges, seed)
     params = ActivationParams()
     resident = (_rss_bytes() - before) / max(view.edges, 1)
-    degree = view.degrees()
+    degree = degrees(view)
     rng = np.random.default_rng(seed)
     seed_sets = [rng.choice(view.size, size=3, replace=False, p=degree / degree.sum()).tolist() for _ in range(queries)]
     neighbours = view.neighbours(params.weight, params.fan)
@@ -315,7 +314,7 @@ def query_figures(concepts: int, edges: int, queries: int, repeats: int, seed: i
         return (time.perf_counter() - started) * 1000
 
     rounds = [[one(s) for s in seed_sets] for _ in range(repeats)]
-    src, dst, weight = view.edge_arrays(params.weight)
+    src, dst, weight = edge_arrays(view, params.weight)
     ppr_rounds = []
     for _ in range(repeats):
         times = []
@@ -341,8 +340,7 @@ async def _ingest_s(settings: Settings, turns: list[Any], totals: dict[str, int]
         totals[graph] = totals.get(graph, 0) + n
     async with MemoryClient(settings) as client:
         started = time.perf_counter()
-        for i in range(0, len(turns), 500):
-            await client.publish(turns[i : i + 500])
+        await client.publish(turns)
         await wait_for_turns(client, totals, deadline_s=900)
         return time.perf_counter() - started
 
@@ -495,8 +493,7 @@ async def _passthrough_s(settings: Settings, turns: list[Turn], report: Connecti
     passthrough process has counted `target` records in all."""
     async with MemoryClient(settings.model_copy(update={"turns_topic": PASSTHROUGH_TURNS})) as client:
         started = time.perf_counter()
-        for i in range(0, len(turns), 500):
-            await client.publish(turns[i : i + 500])
+        await client.publish(turns)
         await asyncio.to_thread(_reached, report, target, PASSTHROUGH_DEADLINE_S)
         return time.perf_counter() - started
 
@@ -674,7 +671,7 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
 
 def forget_figures(days: int, repeats: int) -> dict[str, Any]:
     from processors.events import Forget
-    from streams.simulation import GRAPH, Stream, turns
+    from tools.simulation import GRAPH, Stream, turns
 
     stream = Stream(days=days)
     with tempfile.TemporaryDirectory(prefix="emgas-bench-forget-") as tmp:

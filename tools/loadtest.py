@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from processors.events import ErrorReply, StatsReply
-from streams.replay_bench import synthetic_turns
+from tools.replay_bench import synthetic_turns
 from streams.client import MemoryClient
-from streams.demo import DEMO_QUERIES, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from tools.demo import DEMO_QUERIES
+from tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
 from streams.settings import Settings
 
 
 def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return resident_bytes(pid) / 2**20
 
 
 async def _publish(client: MemoryClient, turns: list[Any], duration_s: float) -> None:

@@ -21,7 +21,6 @@ from processors.extract import ExtractionParams
 from processors.graph import GraphParams
 from state.memory import MemoryStore
 from state.projector import Outcome, PartitionState
-from state.scheduler import active_ref
 from state.steps import PartitionWorker
 from state.store import PartitionStore
 from state.transaction import COMMIT_EVERY
@@ -62,7 +61,7 @@ class LocalLog:
 
     def tick(self, graph_id: str, at: datetime) -> None:
         """An explicit tick (what the idle scheduler or `emgas tick` emits)."""
-        ref = active_ref(self.state, graph_id)
+        ref = self.state.ref(graph_id)
         self.extend(self.scheduler.due(self.state, ref, at, "manual"))
 
     def ask(

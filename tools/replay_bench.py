@@ -34,7 +34,7 @@ from streams.admin import log_reader, replay
 from state.projector import PartitionState
 from state.rocks import RocksStore
 from streams.client import MemoryClient
-from streams.demo import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from streams.local import start_embedded
 from streams.settings import Settings
 
@@ -54,8 +54,7 @@ async def _ingest(settings: Settings, turns: list[Turn]) -> float:
     async with MemoryClient(settings) as client:
         await wait_for_turns(client, {g: 0 for g in turns_per_graph(turns)}, deadline_s=120)
         started = time.perf_counter()
-        for i in range(0, len(turns), 500):
-            await client.publish(turns[i : i + 500])
+        await client.publish(turns)
         await wait_for_turns(client, turns_per_graph(turns), deadline_s=600)
         return time.perf_counter() - started
 

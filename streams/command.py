@@ -1,0 +1,50 @@
+"""How a command of `emgas` is described: its name, help line, what runs it and its arguments.
+
+The parser (`streams.cli`) is built from these descriptions, the product's
+and the tools' alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from streams.settings import Settings
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a command: `add_argument`'s flags and options."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+    def add_to(self, parser: Any) -> None:
+        parser.add_argument(*self.flags, **self.options)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Arguments of which exactly one must be given."""
+
+    args: tuple[Arg, ...]
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_mutually_exclusive_group(required=True)
+        for argument in self.args:
+            argument.add_to(group)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `emgas` command: its name, its help line, what runs it and its arguments."""
+
+    name: str
+    help: str
+    run: Callable[[Settings, argparse.Namespace], int]
+    args: tuple[Arg | OneOf, ...] = ()
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)

@@ -1,0 +1,119 @@
+"""The tool commands of `emgas`: the demo, benchmarks, evaluation, load test and simulation.
+
+This is the registration table the CLI reads (`streams.cli` finds
+`COMMANDS` here by module name when the tools are present: a checkout of
+the repository has them, the installed package does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from streams.command import Command, arg
+from streams.settings import Settings
+from tools.baselines import NAMES as RETRIEVERS
+
+
+def _demo(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.demo import run_demo
+
+    figures = run_demo(settings, rounds=args.rounds)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.replay_bench import print_figures, run_replay_bench
+
+    print_figures(run_replay_bench(settings, args.turns), args.json)
+    return 0
+
+
+def _eval(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.evaluation import format_table, run_eval
+
+    figures = run_eval(args.data, settings, args.retriever or RETRIEVERS, args.conversation)
+    print(format_table(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _bench(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.bench import format_figures, run_bench
+
+    from tqdm import tqdm
+
+    with tqdm(unit="step", desc="bench") as bar:
+        def progress(step: str) -> None:
+            bar.set_description(step)
+            bar.update(1)
+
+        figures = run_bench(settings, args.quick, progress=progress)
+    print(format_figures(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
+    """0 when every turn was applied and no reply was an error; 1 otherwise."""
+    from tools.loadtest import run_loadtest
+
+    figures = run_loadtest(settings, args.turns, args.queries_per_s, args.duration, args.graphs)
+    for name, value in figures.items():
+        print(f"{name:>24}: {value}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0 if figures["ok"] else 1
+
+
+def _simulate(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.simulation import Stream, compare, format_samples
+
+    figures = compare(Stream(days=args.days, turns_per_day=args.turns_per_day), settings.graph, args.every)
+    print(format_samples(figures))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("demo", "embedded broker + worker, sample conversation, queries", _demo, (
+        arg("--rounds", type=int, default=20, help="query repetitions for latency figures"),
+        arg("--json-out", type=Path, help="write the measured figures here as JSON"),
+    )),
+    Command("bench-replay", "measure live ingest vs replay and recovery on the embedded broker", _bench_replay, (
+        arg("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)"),
+        arg("--json", type=Path, help="write the figures here as JSON"),
+    )),
+    Command("eval", "retrieval quality on a LoCoMo-shaped directory (in-process)", _eval, (
+        arg("dataset", choices=["locomo"]),
+        arg("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl"),
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+        arg("--retriever", action="append", choices=RETRIEVERS,
+            help="retrievers to compare (repeatable; default: all five)"),
+        arg("--conversation", action="append", default=[], help="only this conversation (repeatable)"),
+    )),
+    Command("bench", "speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, "
+            "memory, and the limits they are held to", _bench, (
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+        arg("--quick", action="store_true", help="small sizes: under a minute, for smoke tests"),
+    )),
+    Command("loadtest", "turns and queries at a steady rate on the embedded broker, then reconcile", _loadtest, (
+        arg("--turns", type=int, default=2000),
+        arg("--queries-per-s", type=float, default=20.0),
+        arg("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)"),
+        arg("--graphs", type=int, default=50),
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+    )),
+    Command("simulate", "graph size under a drifting synthetic stream, with and without forgetting", _simulate, (
+        arg("--days", type=int, default=1080),
+        arg("--turns-per-day", type=int, default=8),
+        arg("--every", type=int, default=90, help="sample the size every this many days"),
+        arg("--json", type=Path, dest="json_out", help="write the samples to this file"),
+    )),
+)

@@ -1,0 +1,110 @@
+"""The worker-process harness the demo, the benchmarks and the integration tests share.
+
+A worker as a child process (`emgas worker`) on a given broker and home,
+stopped by its PID; waiting until graphs have applied a number of turns;
+the sample conversation and small helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from processors.events import ActivationReply, Turn
+from streams.cli import read_turns
+from streams.client import MemoryClient
+from streams.errors import QueryTimeout
+from streams.settings import Settings
+
+# A seed no concept id can equal (ids are lemmatised word characters):
+# asking it returns only the graph's stats.
+STATS_PROBE = "·"
+
+
+def demo_turns() -> list[Turn]:
+    return read_turns(Path(__file__).parent / "data" / "demo.jsonl")
+
+
+def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
+    """graph -> number of distinct turn ids among `turns` (what the graph will hold)."""
+    ids: dict[str, set[str]] = {}
+    for t in turns:
+        ids.setdefault(t.graph_id, set()).add(t.turn_id)
+    return {g: len(s) for g, s in ids.items()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_worker(
+    settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`emgas worker` as a child process on the given broker and home, its web
+    server (metrics, health) on `web_port` (default: a free port); `env`:
+    more environment variables for it (e.g. other `EMGAS_*` settings)."""
+    environment = {
+        **os.environ,
+        "EMGAS_BROKER": settings.bootstrap_servers(),
+        "EMGAS_HOME": str(settings.home),
+        "EMGAS_WORKER_NAME": name,
+        "EMGAS_WEB_PORT": str(web_port or free_port()),
+        "EMGAS_PARTITIONS": str(settings.partitions),
+        "EMGAS_TURN_PARTITIONS": str(settings.turn_partitions),
+        "EMGAS_GRAPH": settings.graph.model_dump_json(),
+        **(env or {}),
+    }
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
+            env=environment, stdout=log, stderr=subprocess.STDOUT,
+        )
+
+
+def stop_worker(worker: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadline_s: float) -> None:
+    """Poll each graph's stats until it has applied `expected[graph]` turns
+    (0: until any reply comes, i.e. a worker serves the graph's partition)."""
+    deadline = time.monotonic() + deadline_s
+    for graph, count in expected.items():
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise QueryTimeout(f"graph {graph!r} did not reach {count} turns in {deadline_s:g} s")
+            try:
+                reply = await client.ask(graph, seeds=(STATS_PROBE,), timeout_s=min(remaining, 5.0))
+            except QueryTimeout:
+                continue
+            if count == 0 or (isinstance(reply, ActivationReply) and reply.stats.turns >= count):
+                break
+            await asyncio.sleep(0.05)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def resident_bytes(pid: int | str = "self") -> int:
+    """Resident set size of a process, from /proc/PID/statm (Linux)."""
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
