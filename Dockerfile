@@ -1,6 +1,8 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The one installed package, `emgas`, maps these folders (pyproject.toml's package-dir).
+COPY emgas ./emgas
 COPY processors ./processors
 COPY state ./state
 COPY streams ./streams

@@ -26,8 +26,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.association import WeightKind
-from processors.events import QueryParams
+from emgas.processors.association import WeightKind
+from emgas.processors.events import QueryParams
 
 # (indices of neighbours of i, weights W[i, ·] of those edges)
 Neighbours = Callable[[int], tuple[np.ndarray, np.ndarray]]

@@ -13,9 +13,9 @@ from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from processors.dynamics import EPOCH
-from processors.errors import DecodeError
-from processors.events import (
+from emgas.processors.dynamics import EPOCH
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import (
     MAX_TEXT_BYTES,
     ActivationQuery,
     Event,

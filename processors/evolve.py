@@ -17,13 +17,13 @@ from functools import singledispatch
 from itertools import combinations
 from typing import Mapping
 
-from processors.events import (
+from emgas.processors.events import (
     Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TopicNode, TurnIngested,
 )
-from processors.graph import (
+from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
-from processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by, pair_state
+from emgas.processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by, pair_state
 
 # A graph version's records after a forget re-folded it (None: no turn left).
 Records = list[tuple[bytes, bytes]]

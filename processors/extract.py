@@ -26,7 +26,7 @@ import simplemma
 import yake
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.events import Concept, Turn, TurnIngested
+from emgas.processors.events import Concept, Turn, TurnIngested
 
 _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
 _JIEBA_POS = ("n", "nr", "ns", "nt", "nz", "nw", "vn", "eng", "an", "l", "i")

@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from processors.dynamics import DAY_S, DecayParams, decay_factor
-from processors.events import MetadataValue
-from processors.topics import TopicParams
+from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor
+from emgas.processors.events import MetadataValue
+from emgas.processors.topics import TopicParams
 
 
 # Activation increments are rounded to multiples of 2^-32, so sums of them

@@ -18,9 +18,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, NamedTuple
 
-from processors.dynamics import DecayParams, edge_retention
-from processors.events import PrunedConcept, PrunedEdge
-from processors.graph import ConceptState, activation_at
+from emgas.processors.dynamics import DecayParams, edge_retention
+from emgas.processors.events import PrunedConcept, PrunedEdge
+from emgas.processors.graph import ConceptState, activation_at
 
 
 class PairState(NamedTuple):

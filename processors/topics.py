@@ -21,8 +21,8 @@ from typing import Mapping
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.association import ppmi_norm
-from processors.events import TopicNode
+from emgas.processors.association import ppmi_norm
+from emgas.processors.events import TopicNode
 
 Edge = tuple[str, str]
 

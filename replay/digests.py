@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from processors.events import GraphDigest
-from processors.graph import GraphParams
-from state.digest import partition_digests
-from state.errors import StoreUnavailable
-from state.projector import PartitionState
-from state.rocks import RocksStore
+from emgas.processors.events import GraphDigest
+from emgas.processors.graph import GraphParams
+from emgas.state.digest import partition_digests
+from emgas.state.errors import StoreUnavailable
+from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
 
 
 def partition_dirs(state_dir: Path) -> list[Path]:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
-from processors.codec import decode_graph_event
-from processors.errors import DecodeError
-from processors.events import Consolidate, Decay, Forget, GraphEvent, Retrieved, TurnIngested
-from processors.graph import ConceptState, GraphParams, GraphRef, activation_at
-from replay.reader import LogRecord
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, Retrieved, TurnIngested
+from emgas.processors.graph import ConceptState, GraphParams, GraphRef, activation_at
+from emgas.replay.reader import LogRecord
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from processors.codec import decode_graph_event
-from processors.errors import DecodeError
-from processors.events import GraphEvent
-from replay.reader import LogRecord
-from state.projector import Outcome, PartitionState
-from state.transaction import COMMIT_EVERY
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import GraphEvent
+from emgas.replay.reader import LogRecord
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.transaction import COMMIT_EVERY
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from processors.codec import decode_graph_event
-from processors.errors import DecodeError
-from processors.events import Checkpoint, LogStarted, Snapshot
-from replay.errors import LogTruncated, SnapshotCorrupt
-from replay.reader import LogReader, LogRecord
-from state.projector import PartitionState
-from state.snapshots import SnapshotMismatch
-from state.snapshots import LogIdentity
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import Checkpoint, LogStarted, Snapshot
+from emgas.replay.errors import LogTruncated, SnapshotCorrupt
+from emgas.replay.reader import LogReader, LogRecord
+from emgas.state.projector import PartitionState
+from emgas.state.snapshots import SnapshotMismatch
+from emgas.state.snapshots import LogIdentity
 
 SCAN_WINDOW = 2_000  # records read per step of a backward scan
 GENESIS_WINDOW = 50  # a log's first records searched for its `log_started`

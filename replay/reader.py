@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
-from replay.errors import LogTruncated, LogUnavailable
+from emgas.replay.errors import LogTruncated, LogUnavailable
 
 # Records fetched per partition per request: big, because a reader streams.
 FETCH_BYTES = 8 * 1024 * 1024

@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from replay.fold import FoldCounts, Selection, fold_records
-from replay.reader import LogReader
-from state.projector import PartitionState
+from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.reader import LogReader
+from emgas.state.projector import PartitionState
 
 Progress = Callable[[int], None]  # called with the number of records just read
 

@@ -13,18 +13,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from processors.codec import decode_graph_event
-from processors.errors import DecodeError
-from processors.events import GraphDigest
-from processors.graph import GraphParams
-from replay.errors import ReplayError, SnapshotCorrupt
-from replay.fold import Selection
-from replay.logstate import start_from_checkpoint
-from replay.reader import LogReader, LogRecord, partition_of
-from replay.rebuild import Progress, RebuildReport, rebuild
-from state.digest import partition_digests
-from state.projector import PartitionState
-from state.rocks import RocksStore
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import GraphDigest
+from emgas.processors.graph import GraphParams
+from emgas.replay.errors import ReplayError, SnapshotCorrupt
+from emgas.replay.fold import Selection
+from emgas.replay.logstate import start_from_checkpoint
+from emgas.replay.reader import LogReader, LogRecord, partition_of
+from emgas.replay.rebuild import Progress, RebuildReport, rebuild
+from emgas.state.digest import partition_digests
+from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
 
 
 @dataclass

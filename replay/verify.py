@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from processors.events import GraphDigest
+from emgas.processors.events import GraphDigest
 
 
 def _by_ref(digests: Iterable[GraphDigest]) -> dict[tuple[str, int], GraphDigest]:

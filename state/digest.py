@@ -19,10 +19,10 @@ import hashlib
 import json
 from typing import Any, Callable, Iterable, Iterator
 
-from processors.events import GraphDigest, SectionDigest, TopicNode
-from processors.graph import ConceptState, GraphRef, Passage
-from state import keys
-from state.repository import GraphRepository
+from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
+from emgas.processors.graph import ConceptState, GraphRef, Passage
+from emgas.state import keys
+from emgas.state.repository import GraphRepository
 
 # (section name, key kind, value renderer); the order is part of the format.
 Render = Callable[[bytes], Any]

@@ -39,7 +39,7 @@ import struct
 from functools import lru_cache
 from typing import Iterable
 
-from processors.graph import GraphRef
+from emgas.processors.graph import GraphRef
 
 SEP = b"\x00"
 OFFSET = b"o"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import bisect
 from typing import Iterator
 
-from state.errors import StoreClosed
-from state.store import Batch, PartitionStore
+from emgas.state.errors import StoreClosed
+from emgas.state.store import Batch, PartitionStore
 
 
 class MemoryStore(PartitionStore):

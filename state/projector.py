@@ -37,22 +37,22 @@ from enum import Enum
 from functools import singledispatchmethod
 from itertools import combinations
 
-from processors.codec import decode_graph_event, encode
-from processors.events import (
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.events import (
     LOG_EVENTS, Checkpoint, Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Retrieved,
     Snapshot, SnapshotStarted, TurnIngested,
 )
-from processors.evolve import Delta, Records, Slice, evolve
-from processors.graph import GraphMeta, GraphParams, GraphRef
-from state import keys
-from state.memory import MemoryStore
-from state.snapshots import (
+from emgas.processors.evolve import Delta, Records, Slice, evolve
+from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
+from emgas.state import keys
+from emgas.state.memory import MemoryStore
+from emgas.state.snapshots import (
     Completed, Ledger, LogIdentity, Records as ContentRecords, SnapshotMismatch, assemble, replace_content,
 )
-from state.repository import Entry, GraphRepository, offset_batch
-from state.store import PartitionStore
-from state.transaction import Transaction
-from state.view import GraphView, load_view
+from emgas.state.repository import Entry, GraphRepository, offset_batch
+from emgas.state.store import PartitionStore
+from emgas.state.transaction import Transaction
+from emgas.state.view import GraphView, load_view
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator, NamedTuple
 
-from processors.dynamics import EPOCH
-from processors.events import TopicNode
-from processors.evolve import Delta, Forgetting
-from processors.graph import ConceptState, GraphMeta, GraphRef, Passage
-from processors.pruning import Edge, PairState, pair_state
-from state import keys
-from state.transaction import Transaction
+from emgas.processors.dynamics import EPOCH
+from emgas.processors.events import TopicNode
+from emgas.processors.evolve import Delta, Forgetting
+from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage
+from emgas.processors.pruning import Edge, PairState, pair_state
+from emgas.state import keys
+from emgas.state.transaction import Transaction
 
 NO_OFFSET = -1
 FIRST_VERSION = 1

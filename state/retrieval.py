@@ -11,15 +11,15 @@ from typing import Callable
 
 import numpy as np
 
-from processors.activation import (
+from emgas.processors.activation import (
     ActivationParams,
     concept_scores,
     rank_passages,
     spread,
     top_concepts,
 )
-from processors.errors import QueryError
-from processors.events import (
+from emgas.processors.errors import QueryError
+from emgas.processors.events import (
     ActivationQuery,
     ActivationReply,
     Boost,
@@ -35,10 +35,10 @@ from processors.events import (
     RankedPassage,
     Timings,
 )
-from processors.extract import ExtractionParams, normalise, query_seeds
-from processors.graph import GraphParams, on_grid
-from state.projector import PartitionState
-from state.view import GraphView
+from emgas.processors.extract import ExtractionParams, normalise, query_seeds
+from emgas.processors.graph import GraphParams, on_grid
+from emgas.state.projector import PartitionState
+from emgas.state.view import GraphView
 
 Clock = Callable[[], float]  # seconds, monotonic
 

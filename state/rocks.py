@@ -7,8 +7,8 @@ from typing import Iterator
 
 from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
-from state.errors import StoreClosed, StoreUnavailable
-from state.store import Batch, PartitionStore
+from emgas.state.errors import StoreClosed, StoreUnavailable
+from emgas.state.store import Batch, PartitionStore
 
 
 class RocksStore(PartitionStore):

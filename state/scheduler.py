@@ -24,12 +24,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from processors.dynamics import window_start
-from processors.events import Consolidate, Decay, Forget, GraphEvent, TurnIngested
-from processors.graph import GraphParams, GraphRef
-from processors.pruning import expired_concepts, expired_edges, isolated_by
-from processors.topics import topics_of
-from state.projector import PartitionState
+from emgas.processors.dynamics import window_start
+from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, TurnIngested
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.processors.pruning import expired_concepts, expired_edges, isolated_by
+from emgas.processors.topics import topics_of
+from emgas.state.projector import PartitionState
 
 Trigger = Literal["window", "idle", "manual"]
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
-from state.digest import partition_digests
-from state.projector import Outcome, PartitionState
-from state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
+from emgas.processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
+from emgas.state.digest import partition_digests
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
 
 
 @dataclass(frozen=True)

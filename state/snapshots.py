@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from processors.events import (
+from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
-from state import keys
-from state.store import PartitionStore
+from emgas.state import keys
+from emgas.state.store import PartitionStore
 
 # Compressed bytes per part: base64 makes 4/3 of it, far below Kafka's
 # default 1 MiB message limit (`message.max.bytes`, the producer's

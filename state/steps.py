@@ -24,19 +24,19 @@ import logging
 from datetime import datetime
 from typing import Callable
 
-from processors.activation import ActivationParams
-from processors.errors import QueryError
-from processors.codec import encode
-from processors.events import (
+from emgas.processors.activation import ActivationParams
+from emgas.processors.errors import QueryError
+from emgas.processors.codec import encode
+from emgas.processors.events import (
     LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, PassageQuery, Reply, StatsQuery,
 )
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams
-from state.digest import partition_digests
-from state.projector import Outcome, PartitionState, Refolds
-from state.retrieval import answer, graph_stats, held_passages, reinforcement
-from state.scheduler import Scheduler
-from state.snapshot_writer import SnapshotPolicy, SnapshotWriter
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams
+from emgas.state.digest import partition_digests
+from emgas.state.projector import Outcome, PartitionState, Refolds
+from emgas.state.retrieval import answer, graph_stats, held_passages, reinforcement
+from emgas.state.scheduler import Scheduler
+from emgas.state.snapshot_writer import SnapshotPolicy, SnapshotWriter
 
 log = logging.getLogger(__name__)
 Request = ActivationQuery | DigestQuery | StatsQuery | PassageQuery

@@ -19,7 +19,7 @@ from typing import Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel
 
-from state.store import Batch, PartitionStore
+from emgas.state.store import Batch, PartitionStore
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -24,16 +24,16 @@ from typing import Iterable
 
 import numpy as np
 
-from processors.association import WeightKind, outgoing_weights, specificity
-from processors.activation import Neighbours
-from processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
-from processors.events import TopicNode
-from processors.evolve import Delta
-from processors.graph import ConceptState, GraphRef, Passage
-from processors.pruning import Edge, PairState
-from state import keys
-from state.adjacency import Adjacency
-from state.repository import GraphRepository, from_us
+from emgas.processors.association import WeightKind, outgoing_weights, specificity
+from emgas.processors.activation import Neighbours
+from emgas.processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
+from emgas.processors.events import TopicNode
+from emgas.processors.evolve import Delta
+from emgas.processors.graph import ConceptState, GraphRef, Passage
+from emgas.processors.pruning import Edge, PairState
+from emgas.state import keys
+from emgas.state.adjacency import Adjacency
+from emgas.state.repository import GraphRepository, from_us
 
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:

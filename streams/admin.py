@@ -13,18 +13,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from processors.codec import decode_turn
-from processors.errors import DecodeError
-from processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
-from processors.extract import extractor_id, ingest_all
-from replay.errors import ReplayError
-from replay.fold import Selection
-from replay.reader import LogReader, LogRecord
-from replay.rebuild import Progress
-from replay.run import ReplayResult, partitions_to_read, rebuild_dir
-from replay.verify import differences
-from streams.client import MemoryClient
-from streams.settings import Settings
+from emgas.processors.codec import decode_turn
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
+from emgas.processors.extract import extractor_id, ingest_all
+from emgas.replay.errors import ReplayError
+from emgas.replay.fold import Selection
+from emgas.replay.reader import LogReader, LogRecord
+from emgas.replay.rebuild import Progress
+from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
+from emgas.replay.verify import differences
+from emgas.streams.client import MemoryClient
+from emgas.streams.settings import Settings
 
 
 

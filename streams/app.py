@@ -33,20 +33,20 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import faust
 from faust.types import TP
 
-from processors.codec import decode_graph_event, decode_request, decode_turn, encode
-from processors.errors import DecodeError
-from processors.events import ActivationReply, Forget, GraphEvent
-from processors.extract import extractor_id, ingest_all
-from state.steps import error_reply
-from state.snapshot_writer import SnapshotPolicy
-from streams.checkpoint import Checkpoint
-from streams.dlq import dead_letter
-from streams.faust_transport import App
-from streams.metrics import Metrics, register_pages
-from streams.viewer import register_viewer
-from streams.partitions import PartitionStates
-from streams.recovery import Recovery
-from streams.settings import Settings
+from emgas.processors.codec import decode_graph_event, decode_request, decode_turn, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import ActivationReply, Forget, GraphEvent
+from emgas.processors.extract import extractor_id, ingest_all
+from emgas.state.steps import error_reply
+from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.streams.checkpoint import Checkpoint
+from emgas.streams.dlq import dead_letter
+from emgas.streams.faust_transport import App
+from emgas.streams.metrics import Metrics, register_pages
+from emgas.streams.viewer import register_viewer
+from emgas.streams.partitions import PartitionStates
+from emgas.streams.recovery import Recovery
+from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

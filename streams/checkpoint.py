@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from processors.events import GraphEvent
-from state.steps import PartitionWorker
+from emgas.processors.events import GraphEvent
+from emgas.state.steps import PartitionWorker
 
 Send = Callable[[GraphEvent], Awaitable[Awaitable[Any]]]  # returns the ack's future
 

@@ -21,15 +21,15 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from processors.codec import decode_turn
-from processors.errors import CoreError, DecodeError
-from processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
-from replay.errors import ReplayError
-from state.errors import StateError
-from streams.client import MemoryClient, forget_request
-from streams.command import Arg, Command, OneOf, arg
-from streams.errors import InputFileError, StreamsError
-from streams.settings import Settings
+from emgas.processors.codec import decode_turn
+from emgas.processors.errors import CoreError, DecodeError
+from emgas.processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
+from emgas.replay.errors import ReplayError
+from emgas.state.errors import StateError
+from emgas.streams.client import MemoryClient, forget_request
+from emgas.streams.command import Arg, Command, OneOf, arg
+from emgas.streams.errors import InputFileError, StreamsError
+from emgas.streams.settings import Settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,7 +110,7 @@ def _number_type(name: str) -> Any:
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.local import remove_broker_file, start_embedded, write_broker_file
+    from emgas.streams.local import remove_broker_file, start_embedded, write_broker_file
 
     cluster = start_embedded(settings, brokers=args.brokers)
     write_broker_file(settings, cluster)
@@ -126,7 +126,7 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.worker import run_worker
+    from emgas.streams.worker import run_worker
 
     run_worker(settings, loglevel=args.loglevel.upper())
     return 0
@@ -203,8 +203,8 @@ def format_reply(reply: Reply) -> str:
 
 
 def _digest(settings: Settings, args: argparse.Namespace) -> int:
-    from replay.digests import digests_of_dir, format_digests
-    from streams.admin import live_digests
+    from emgas.replay.digests import digests_of_dir, format_digests
+    from emgas.streams.admin import live_digests
 
     if args.state_dir:
         digests = digests_of_dir(args.state_dir, args.graph, settings.graph)
@@ -220,13 +220,13 @@ def _digest(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.replay_cli import run_replay
+    from emgas.streams.replay_cli import run_replay
 
     return run_replay(settings, args)
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.snapshots import request_snapshots
+    from emgas.streams.snapshots import request_snapshots
 
     result = asyncio.run(request_snapshots(settings, args.graph, args.wait or None))
     for graph, (partition, offset) in sorted(result.markers.items()):
@@ -300,13 +300,13 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _explain(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.replay_cli import run_explain
+    from emgas.streams.replay_cli import run_explain
 
     return run_explain(settings, args)
 
 
 def _switch(settings: Settings, args: argparse.Namespace) -> int:
-    from streams.replay_cli import run_switch
+    from emgas.streams.replay_cli import run_switch
 
     return run_switch(settings, args)
 
@@ -314,7 +314,7 @@ def _switch(settings: Settings, args: argparse.Namespace) -> int:
 def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     """Imported here: the MCP SDK is an extra (`emgas[mcp]`), the rest works without it."""
     try:
-        from streams.mcp_server import serve
+        from emgas.streams.mcp_server import serve
     except ImportError as exc:
         if not (exc.name or "").startswith("mcp"):
             raise
@@ -323,7 +323,7 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
 
 
 # The one place the product names its tools: the module holding their commands.
-TOOL_REGISTRY = "tools.commands"
+TOOL_REGISTRY = "emgas.tools.commands"
 
 COMMANDS: tuple[Command, ...] = (
     Command("broker", "run the embedded broker in the foreground", _broker, (

@@ -18,13 +18,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from processors.codec import decode_reply, encode
-from processors.errors import DecodeError
-from processors.events import (
+from emgas.processors.codec import decode_reply, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import (
     ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, PassageQuery, QueryParams, Reply, StatsQuery, Turn,
 )
-from streams.errors import BrokerError, QueryTimeout, RequestError
-from streams.settings import Settings
+from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
+from emgas.streams.settings import Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
 PUBLISH_CHUNK = 500  # records sent before their acks are awaited

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from streams.settings import Settings
+from emgas.streams.settings import Settings
 
 
 @dataclass(frozen=True)

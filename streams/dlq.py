@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from processors.errors import DecodeError
-from processors.events import DeadLetter
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import DeadLetter
 
 
 def _b64(raw: bytes | None) -> str | None:

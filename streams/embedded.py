@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
-from streams.errors import BrokerError
+from emgas.streams.errors import BrokerError
 
 _RD_KAFKA_PRODUCER = 0
 _ERRSTR_LEN = 512

@@ -59,10 +59,10 @@ from langgraph.store.base import (
 )
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from processors.events import DigestReply
-from streams.client import MemoryClient
-from streams.memory import AsyncMemory, Hit, MemoryError, SearchResult
-from streams.settings import Settings
+from emgas.processors.events import DigestReply
+from emgas.streams.client import MemoryClient
+from emgas.streams.memory import AsyncMemory, Hit, MemoryError, SearchResult
+from emgas.streams.settings import Settings
 
 T = TypeVar("T")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from streams.embedded import MockCluster
-from streams.settings import Settings
+from emgas.streams.embedded import MockCluster
+from emgas.streams.settings import Settings
 
 
 def start_embedded(settings: Settings, brokers: int = 1) -> MockCluster:

@@ -32,12 +32,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 
-from processors.errors import CoreError
-from replay.errors import LogUnavailable, ReplayError
-from state.errors import StateError
-from streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
-from streams.memory import AsyncMemory, MemoryError
-from streams.settings import Settings
+from emgas.processors.errors import CoreError
+from emgas.replay.errors import LogUnavailable, ReplayError
+from emgas.state.errors import StateError
+from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
+from emgas.streams.memory import AsyncMemory, MemoryError
+from emgas.streams.settings import Settings
 
 log = logging.getLogger("emgas.mcp")
 F = TypeVar("F", bound=Callable[..., Any])

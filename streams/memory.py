@@ -30,11 +30,11 @@ from typing import Any, Awaitable, Iterable, TypeVar
 
 from pydantic import ValidationError
 
-from processors.events import ActivationReply, ErrorReply, HeldPassage, PassagesReply, Reply, StatsReply, Turn
-from replay.explain import Step
-from streams.client import MemoryClient, forget_request
-from streams.errors import QueryTimeout, StreamsError
-from streams.settings import Settings
+from emgas.processors.events import ActivationReply, ErrorReply, HeldPassage, PassagesReply, Reply, StatsReply, Turn
+from emgas.replay.explain import Step
+from emgas.streams.client import MemoryClient, forget_request
+from emgas.streams.errors import QueryTimeout, StreamsError
+from emgas.streams.settings import Settings
 
 T = TypeVar("T")
 POLL_S = 0.05  # between two looks for turns just added
@@ -162,7 +162,7 @@ class AsyncMemory:
     async def search(self, query: str, k: int = 5, *, graph: str | None = None, reinforce: bool = True) -> SearchResult:
         """The `k` passages the query's concepts activate most (a retrieval
         reinforces what it activates, as remembering does; `reinforce=False`: not)."""
-        from processors.events import QueryParams
+        from emgas.processors.events import QueryParams
 
         try:
             reply = await self._client.ask(self.graph_of(graph), text=query, params=QueryParams(top_passages=k),
@@ -203,9 +203,9 @@ class AsyncMemory:
 
     async def history(self, concept: str, *, graph: str | None = None) -> list[Step]:
         """Every event that changed the concept in the graph, oldest first (empty: never held)."""
-        from processors.extract import normalise
-        from replay.explain import explain
-        from streams.admin import graph_records
+        from emgas.processors.extract import normalise
+        from emgas.replay.explain import explain
+        from emgas.streams.admin import graph_records
 
         gid = self.graph_of(graph)
         records = await graph_records(self.settings, gid)

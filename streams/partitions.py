@@ -6,14 +6,14 @@ import logging
 import shutil
 from pathlib import Path
 
-from processors.activation import ActivationParams
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams
-from state.projector import PartitionState
-from state.repository import STATE_FORMAT, GraphRepository
-from state.rocks import RocksStore
-from state.snapshot_writer import SnapshotPolicy
-from state.steps import PartitionWorker
+from emgas.processors.activation import ActivationParams
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams
+from emgas.state.projector import PartitionState
+from emgas.state.repository import STATE_FORMAT, GraphRepository
+from emgas.state.rocks import RocksStore
+from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.state.steps import PartitionWorker
 
 log = logging.getLogger(__name__)
 

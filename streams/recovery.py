@@ -35,18 +35,18 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
-from processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
-from replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
-from replay.fold import Selection
-from replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
-from replay.reader import LogReader
-from replay.rebuild import rebuild_partition
-from streams.admin import log_reader
-from state.snapshots import LogIdentity, graph_ids
-from state.steps import PartitionWorker
-from streams.metrics import Metrics
-from streams.partitions import PartitionStates
-from streams.settings import Settings
+from emgas.processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
+from emgas.replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
+from emgas.replay.fold import Selection
+from emgas.replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
+from emgas.replay.reader import LogReader
+from emgas.replay.rebuild import rebuild_partition
+from emgas.streams.admin import log_reader
+from emgas.state.snapshots import LogIdentity, graph_ids
+from emgas.state.steps import PartitionWorker
+from emgas.streams.metrics import Metrics
+from emgas.streams.partitions import PartitionStates
+from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0

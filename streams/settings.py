@@ -14,12 +14,12 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from processors.activation import ActivationParams
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams
-from streams.embedded import TopicSpec
-from streams.errors import ConfigError
-from streams.security import KafkaSecurity
+from emgas.processors.activation import ActivationParams
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams
+from emgas.streams.embedded import TopicSpec
+from emgas.streams.errors import ConfigError
+from emgas.streams.security import KafkaSecurity
 
 
 class Settings(BaseSettings):

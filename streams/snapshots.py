@@ -13,12 +13,12 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from processors.events import DigestReply, SnapshotStarted
-from replay.errors import ReplayError
-from replay.logstate import latest_checkpoint
-from streams.admin import live_digests, log_reader
-from streams.client import MemoryClient
-from streams.settings import Settings
+from emgas.processors.events import DigestReply, SnapshotStarted
+from emgas.replay.errors import ReplayError
+from emgas.replay.logstate import latest_checkpoint
+from emgas.streams.admin import live_digests, log_reader
+from emgas.streams.client import MemoryClient
+from emgas.streams.settings import Settings
 
 
 @dataclass

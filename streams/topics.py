@@ -14,8 +14,8 @@ from aiokafka.errors import (
     for_code,
 )
 
-from streams.errors import BrokerError
-from streams.settings import Settings
+from emgas.streams.errors import BrokerError
+from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

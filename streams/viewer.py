@@ -19,12 +19,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from processors.association import outgoing_weights
-from processors.errors import QueryError
-from processors.events import ActivationQuery, QueryParams
-from state.projector import PartitionState
-from state.retrieval import answer
-from streams.settings import Settings
+from emgas.processors.association import outgoing_weights
+from emgas.processors.errors import QueryError
+from emgas.processors.events import ActivationQuery, QueryParams
+from emgas.state.projector import PartitionState
+from emgas.state.retrieval import answer
+from emgas.streams.settings import Settings
 
 WEB = Path(__file__).parent / "web"
 VENDORED = "cytoscape-3.34.4.min.js"

@@ -7,11 +7,11 @@ import logging
 
 import faust
 
-from streams.app import FATAL, create_app
-from streams.errors import WorkerStopped
-from streams.settings import Settings
-from streams.logs import logging_config
-from streams.topics import ensure_topics
+from emgas.streams.app import FATAL, create_app
+from emgas.streams.errors import WorkerStopped
+from emgas.streams.settings import Settings
+from emgas.streams.logs import logging_config
+from emgas.streams.topics import ensure_topics
 
 
 def where(settings: Settings) -> str:

@@ -2,7 +2,7 @@
 
 from datetime import datetime, timedelta, timezone
 
-from processors.events import Concept, TurnIngested
+from emgas.processors.events import Concept, TurnIngested
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

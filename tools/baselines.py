@@ -16,15 +16,15 @@ from typing import Callable
 
 import numpy as np
 
-from processors.activation import ActivationParams, rank_passages
-from processors.events import ActivationQuery, QueryParams
-from processors.extract import ExtractionParams
-from tools.graph_arrays import edge_arrays, strengths
-from tools.lexical import BM25, top
-from tools.walks import maibot_activation, personalised_pagerank
-from state.projector import PartitionState
-from state.retrieval import answer, seed_ids
-from state.view import GraphView
+from emgas.processors.activation import ActivationParams, rank_passages
+from emgas.processors.events import ActivationQuery, QueryParams
+from emgas.processors.extract import ExtractionParams
+from emgas.tools.graph_arrays import edge_arrays, strengths
+from emgas.tools.lexical import BM25, top
+from emgas.tools.walks import maibot_activation, personalised_pagerank
+from emgas.state.projector import PartitionState
+from emgas.state.retrieval import answer, seed_ids
+from emgas.state.view import GraphView
 
 Retriever = Callable[[str], list[str]]
 NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid")

@@ -125,36 +125,36 @@ from typing import Any, Callable
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from processors.activation import ActivationParams, concept_scores, spread, top_concepts
-from processors.codec import decode_graph_event, encode
-from processors.errors import DecodeError
-from processors.events import ActivationReply, Checkpoint, GraphEvent, Snapshot, SnapshotStarted, Turn
-from processors.extract import ExtractionParams, detect_language, extractor_id, ingest
-from tools.graph_arrays import degrees, edge_arrays
-from tools.walks import personalised_pagerank
-from tools.replay_bench import synthetic_turns
-from replay.fold import Selection
-from replay.reader import LogRecord
-from streams.admin import log_reader, replay
-from state.digest import partition_digests
-from tools.driver import LocalLog
-from state.projector import PartitionState
-from state.rocks import RocksStore
-from state.snapshot_writer import SnapshotWriter
-from state.snapshots import LogIdentity
-from state.transaction import COMMIT_EVERY
-from state.view import GraphView
-from processors.graph import GraphParams, GraphRef
-from processors.dynamics import DecayParams
-from streams.client import MemoryClient
-from tools.demo import DEMO_QUERIES
-from tools.harness import demo_turns, free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from streams.embedded import TopicSpec
-from streams.errors import QueryTimeout
-from streams.local import start_embedded
-from streams.settings import Settings
-from streams.snapshots import request_snapshots
-from tools.synthetic import Shape, conversations
+from emgas.processors.activation import ActivationParams, concept_scores, spread, top_concepts
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import ActivationReply, Checkpoint, GraphEvent, Snapshot, SnapshotStarted, Turn
+from emgas.processors.extract import ExtractionParams, detect_language, extractor_id, ingest
+from emgas.tools.graph_arrays import degrees, edge_arrays
+from emgas.tools.walks import personalised_pagerank
+from emgas.tools.replay_bench import synthetic_turns
+from emgas.replay.fold import Selection
+from emgas.replay.reader import LogRecord
+from emgas.streams.admin import log_reader, replay
+from emgas.state.digest import partition_digests
+from emgas.tools.driver import LocalLog
+from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
+from emgas.state.snapshot_writer import SnapshotWriter
+from emgas.state.snapshots import LogIdentity
+from emgas.state.transaction import COMMIT_EVERY
+from emgas.state.view import GraphView
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.processors.dynamics import DecayParams
+from emgas.streams.client import MemoryClient
+from emgas.tools.demo import DEMO_QUERIES
+from emgas.tools.harness import demo_turns, free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.streams.embedded import TopicSpec
+from emgas.streams.errors import QueryTimeout
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
+from emgas.streams.snapshots import request_snapshots
+from emgas.tools.synthetic import Shape, conversations
 
 Progress = Callable[[str], None]
 
@@ -670,8 +670,8 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
 
 
 def forget_figures(days: int, repeats: int) -> dict[str, Any]:
-    from processors.events import Forget
-    from tools.simulation import GRAPH, Stream, turns
+    from emgas.processors.events import Forget
+    from emgas.tools.simulation import GRAPH, Stream, turns
 
     stream = Stream(days=days)
     with tempfile.TemporaryDirectory(prefix="emgas-bench-forget-") as tmp:

@@ -11,13 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-from streams.command import Command, arg
-from streams.settings import Settings
-from tools.baselines import NAMES as RETRIEVERS
+from emgas.streams.command import Command, arg
+from emgas.streams.settings import Settings
+from emgas.tools.baselines import NAMES as RETRIEVERS
 
 
 def _demo(settings: Settings, args: argparse.Namespace) -> int:
-    from tools.demo import run_demo
+    from emgas.tools.demo import run_demo
 
     figures = run_demo(settings, rounds=args.rounds)
     if args.json_out:
@@ -26,14 +26,14 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from tools.replay_bench import print_figures, run_replay_bench
+    from emgas.tools.replay_bench import print_figures, run_replay_bench
 
     print_figures(run_replay_bench(settings, args.turns), args.json)
     return 0
 
 
 def _eval(settings: Settings, args: argparse.Namespace) -> int:
-    from tools.evaluation import format_table, run_eval
+    from emgas.tools.evaluation import format_table, run_eval
 
     figures = run_eval(args.data, settings, args.retriever or RETRIEVERS, args.conversation)
     print(format_table(figures))
@@ -43,7 +43,7 @@ def _eval(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _bench(settings: Settings, args: argparse.Namespace) -> int:
-    from tools.bench import format_figures, run_bench
+    from emgas.tools.bench import format_figures, run_bench
 
     from tqdm import tqdm
 
@@ -61,7 +61,7 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
 
 def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
     """0 when every turn was applied and no reply was an error; 1 otherwise."""
-    from tools.loadtest import run_loadtest
+    from emgas.tools.loadtest import run_loadtest
 
     figures = run_loadtest(settings, args.turns, args.queries_per_s, args.duration, args.graphs)
     for name, value in figures.items():
@@ -72,7 +72,7 @@ def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _simulate(settings: Settings, args: argparse.Namespace) -> int:
-    from tools.simulation import Stream, compare, format_samples
+    from emgas.tools.simulation import Stream, compare, format_samples
 
     figures = compare(Stream(days=args.days, turns_per_day=args.turns_per_day), settings.graph, args.every)
     print(format_samples(figures))

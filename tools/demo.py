@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from processors.events import ActivationReply
-from streams.cli import format_reply
-from streams.client import MemoryClient
-from streams.errors import StreamsError
-from streams.local import start_embedded
-from streams.settings import Settings
-from tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.processors.events import ActivationReply
+from emgas.streams.cli import format_reply
+from emgas.streams.client import MemoryClient
+from emgas.streams.errors import StreamsError
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
+from emgas.tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 
 DEMO_QUERIES: list[tuple[str, str]] = [
     ("alice", "Can I bring my dog when I visit my sister?"),

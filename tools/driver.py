@@ -14,16 +14,16 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Iterable
 
-from processors.activation import ActivationParams
-from processors.events import ActivationQuery, ActivationReply, ErrorReply, GraphEvent
-from processors.errors import QueryError
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.steps import PartitionWorker
-from state.store import PartitionStore
-from state.transaction import COMMIT_EVERY
+from emgas.processors.activation import ActivationParams
+from emgas.processors.events import ActivationQuery, ActivationReply, ErrorReply, GraphEvent
+from emgas.processors.errors import QueryError
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.steps import PartitionWorker
+from emgas.state.store import PartitionStore
+from emgas.state.transaction import COMMIT_EVERY
 
 _NO_WALL = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

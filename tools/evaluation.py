@@ -18,16 +18,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from processors.activation import ActivationParams
-from processors.events import Turn
-from processors.extract import ExtractionParams, extractor_id, ingest
-from processors.graph import GraphParams
-from tools.driver import LocalLog
-from tools.baselines import NAMES, retrievers
-from streams.errors import InputFileError
+from emgas.processors.activation import ActivationParams
+from emgas.processors.events import Turn
+from emgas.processors.extract import ExtractionParams, extractor_id, ingest
+from emgas.processors.graph import GraphParams
+from emgas.tools.driver import LocalLog
+from emgas.tools.baselines import NAMES, retrievers
+from emgas.streams.errors import InputFileError
 
 if TYPE_CHECKING:
-    from streams.settings import Settings
+    from emgas.streams.settings import Settings
 
 CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
 DEPTH = 10

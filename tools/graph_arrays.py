@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from processors.association import WeightKind
-from state.view import GraphView
+from emgas.processors.association import WeightKind
+from emgas.state.view import GraphView
 
 
 def edge_arrays(view: GraphView, kind: WeightKind) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

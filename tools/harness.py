@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from processors.events import ActivationReply, Turn
-from streams.cli import read_turns
-from streams.client import MemoryClient
-from streams.errors import QueryTimeout
-from streams.settings import Settings
+from emgas.processors.events import ActivationReply, Turn
+from emgas.streams.cli import read_turns
+from emgas.streams.client import MemoryClient
+from emgas.streams.errors import QueryTimeout
+from emgas.streams.settings import Settings
 
 # A seed no concept id can equal (ids are lemmatised word characters):
 # asking it returns only the graph's stats.
@@ -65,7 +65,7 @@ def start_worker(
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
+            [sys.executable, "-m", "emgas", "worker", "--loglevel", "WARNING"],
             env=environment, stdout=log, stderr=subprocess.STDOUT,
         )
 

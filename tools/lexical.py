@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from typing import Iterable
 
-from processors.extract import content_words as terms
+from emgas.processors.extract import content_words as terms
 
 
 class BM25:

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from processors.events import ErrorReply, StatsReply
-from tools.replay_bench import synthetic_turns
-from streams.client import MemoryClient
-from tools.demo import DEMO_QUERIES
-from tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from streams.local import start_embedded
-from streams.settings import Settings
+from emgas.processors.events import ErrorReply, StatsReply
+from emgas.tools.replay_bench import synthetic_turns
+from emgas.streams.client import MemoryClient
+from emgas.tools.demo import DEMO_QUERIES
+from emgas.tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
 
 
 def _rss_mib(pid: int) -> float:

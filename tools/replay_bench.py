@@ -26,17 +26,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from processors.events import Turn
-from processors.graph import GraphParams
-from replay.fold import FoldCounts, Selection, fold_records
-from replay.reader import LogRecord
-from streams.admin import log_reader, replay
-from state.projector import PartitionState
-from state.rocks import RocksStore
-from streams.client import MemoryClient
-from tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from streams.local import start_embedded
-from streams.settings import Settings
+from emgas.processors.events import Turn
+from emgas.processors.graph import GraphParams
+from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.reader import LogRecord
+from emgas.streams.admin import log_reader, replay
+from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
 
 
 def synthetic_turns(count: int, graphs: int = 4) -> list[Turn]:

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
-from processors.events import Concept, TurnIngested
-from processors.graph import GraphParams
-from state import keys
-from tools.driver import LocalLog
+from emgas.processors.events import Concept, TurnIngested
+from emgas.processors.graph import GraphParams
+from emgas.state import keys
+from emgas.tools.driver import LocalLog
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 GRAPH = "sim"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
-from processors.events import Turn
+from emgas.processors.events import Turn
 
 START = datetime(2023, 1, 2, 9, 0, tzinfo=timezone.utc)
 

@@ -15,18 +15,18 @@ can rely on; reasons for rejecting input are reported with a code. Every
 name is importable from here.
 """
 
-from processors.events.base import (
+from emgas.processors.events.base import (
     MAX_FORGET_TURNS, MAX_ID_CHARS, MAX_METADATA_ITEMS, MAX_TEXT_BYTES, TOPIC_NAME_PATTERN, Event, Identifier,
     MetadataValue, Text, TopicName,
 )
-from processors.events.dead_letters import DeadLetter
-from processors.events.graph import (
+from emgas.processors.events.dead_letters import DeadLetter
+from emgas.processors.events.graph import (
     LOG_EVENTS, Boost, Concept, Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, PrunedConcept,
     PrunedEdge, Retrieved, TopicNode, TurnIngested,
 )
-from processors.events.inputs import Turn
-from processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotLocation, SnapshotStarted
-from processors.events.queries import (
+from emgas.processors.events.inputs import Turn
+from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotLocation, SnapshotStarted
+from emgas.processors.events.queries import (
     ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphDigest, GraphStats, HeldPassage,
     PassageQuery, PassagesReply, QueryParams, RankedConcept, RankedPassage, Reply, SectionDigest, StatsQuery,
     StatsReply, Timings, TopConcept,

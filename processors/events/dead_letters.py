@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 
-from processors.events.base import Event
+from emgas.processors.events.base import Event
 
 
 class DeadLetter(Event):

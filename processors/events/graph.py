@@ -9,9 +9,9 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AwareDatetime, Field, model_validator
 
-from processors.dynamics import DecayParams
-from processors.events.base import MAX_FORGET_TURNS, Event, Identifier, MetadataValue
-from processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotStarted
+from emgas.processors.dynamics import DecayParams
+from emgas.processors.events.base import MAX_FORGET_TURNS, Event, Identifier, MetadataValue
+from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotStarted
 
 
 class Concept(Event):

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints
 
-from processors.events.base import Event, Identifier, MAX_ID_CHARS, MAX_METADATA_ITEMS, MetadataValue, Text
+from emgas.processors.events.base import Event, Identifier, MAX_ID_CHARS, MAX_METADATA_ITEMS, MetadataValue, Text
 
 
 class Turn(Event):

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from processors.events.base import Event, Identifier
-from processors.events.queries import GraphDigest
+from emgas.processors.events.base import Event, Identifier
+from emgas.processors.events.queries import GraphDigest
 
 
 class LogStarted(Event):

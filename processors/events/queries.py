@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
-from processors.events.base import MAX_ID_CHARS, Event, Identifier, MetadataValue, Text, TopicName
+from emgas.processors.events.base import MAX_ID_CHARS, Event, Identifier, MetadataValue, Text, TopicName
 
 
 class QueryParams(Event):

@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.graph import GraphParams, GraphRef
-from state.errors import StoreClosed
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.rocks import RocksStore
-from state.view import load_view
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.state.errors import StoreClosed
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.rocks import RocksStore
+from emgas.state.view import load_view
 from tests.factories import ingested
 
 G = GraphRef("g", 1)

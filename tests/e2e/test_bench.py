@@ -24,7 +24,7 @@ LIMITS = {
 def test_bench_quick_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "emgas", "bench", "--quick", "--json", str(out)],
         capture_output=True, text=True, timeout=480, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.harness import free_port
+from emgas.tools.harness import free_port
 
 import pytest
 
@@ -19,7 +19,7 @@ def emgas(*args: str, home, env=None, stdin: str | None = None, timeout: float =
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EMGAS_")}
     full_env.update({"EMGAS_HOME": str(home), **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args], env=full_env, input=stdin,
+        [sys.executable, "-m", "emgas", *args], env=full_env, input=stdin,
         capture_output=True, text=True, timeout=timeout,
     )
 
@@ -83,12 +83,12 @@ def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
     """broker, worker, publish, digest, replay --all --verify: all through `emgas`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMGAS_")}
     env.update({"EMGAS_HOME": str(tmp_path), "EMGAS_WEB_PORT": str(free_port())})
-    broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker"], env=env,
+    broker = subprocess.Popen([sys.executable, "-m", "emgas", "broker"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     worker = None
     try:
         assert "bootstrap servers written" in broker.stdout.readline() + broker.stdout.readline()
-        worker = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--loglevel", "WARNING"],
+        worker = subprocess.Popen([sys.executable, "-m", "emgas", "worker", "--loglevel", "WARNING"],
                                   env=env, stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT)
         demo = Path(__file__).parents[2] / "tools" / "data" / "demo.jsonl"
         assert emgas("publish", str(demo), home=tmp_path).returncode == 0

@@ -16,7 +16,7 @@ FLOOR = 0.70
 def test_eval_on_one_conversation(tmp_path):
     out = tmp_path / "eval.json"
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "eval", "locomo", "--data", str(LOCOMO),
+        [sys.executable, "-m", "emgas", "eval", "locomo", "--data", str(LOCOMO),
          "--conversation", "conv-26", "--json", str(out)],
         capture_output=True, text=True, timeout=300,
     )
@@ -39,7 +39,7 @@ def test_eval_on_the_conversation_the_repository_owns(tmp_path):
     a clone without the LoCoMo files checks the recall floor too."""
     out = tmp_path / "eval.json"
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "eval", "locomo", "--data", str(OWN), "--json", str(out)],
+        [sys.executable, "-m", "emgas", "eval", "locomo", "--data", str(OWN), "--json", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ import sys
 def test_short_load_reconciles(tmp_path):
     out = tmp_path / "load.json"
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "loadtest", "--turns", "600", "--queries-per-s", "10",
+        [sys.executable, "-m", "emgas", "loadtest", "--turns", "600", "--queries-per-s", "10",
          "--duration", "5", "--graphs", "20", "--json", str(out)],
         capture_output=True, text=True, timeout=180, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
     )

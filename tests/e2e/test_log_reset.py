@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.harness import free_port
+from emgas.tools.harness import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -43,15 +43,15 @@ class Session:
         self.runs = 0
 
     def emgas(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=self.env, input=stdin,
+        return subprocess.run([sys.executable, "-m", "emgas", *args], env=self.env, input=stdin,
                               capture_output=True, text=True, timeout=300)
 
     def start(self) -> None:
         self.runs += 1
-        self.broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker"], env=self.env,
+        self.broker = subprocess.Popen([sys.executable, "-m", "emgas", "broker"], env=self.env,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert "bootstrap servers written" in self.broker.stdout.readline() + self.broker.stdout.readline()
-        self.worker = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--loglevel", "INFO"],
+        self.worker = subprocess.Popen([sys.executable, "-m", "emgas", "worker", "--loglevel", "INFO"],
                                        env=self.env, stdout=open(self.worker_log, "w"), stderr=subprocess.STDOUT)
 
     @property

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tools.harness import start_worker, stop_worker
-from streams.local import start_embedded
-from streams.settings import Settings
+from emgas.tools.harness import start_worker, stop_worker
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from processors.events import DigestReply, Turn
-from processors.extract import extractor_id, ingest
-from processors.graph import GraphParams
-from state.digest import partition_digests
-from state.memory import MemoryStore
-from state.projector import PartitionState
-from streams.client import MemoryClient
-from streams.errors import QueryTimeout
-from tools.harness import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from streams.embedded import MockCluster
-from streams.local import start_embedded
-from streams.settings import Settings
+from emgas.processors.events import DigestReply, Turn
+from emgas.processors.extract import extractor_id, ingest
+from emgas.processors.graph import GraphParams
+from emgas.state.digest import partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.streams.client import MemoryClient
+from emgas.streams.errors import QueryTimeout
+from emgas.tools.harness import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.streams.embedded import MockCluster
+from emgas.streams.local import start_embedded
+from emgas.streams.settings import Settings
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Live:
         """`emgas ARGS` as a subprocess against this pipeline's broker, home and graph parameters."""
         env = {**os.environ, "EMGAS_BROKER": self.settings.bootstrap_servers(), "EMGAS_HOME": str(self.home),
                "EMGAS_PARTITIONS": str(self.settings.partitions), "EMGAS_GRAPH": self.settings.graph.model_dump_json()}
-        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "emgas", *args], env=env, capture_output=True, text=True,
                               timeout=timeout_s)
 
     def logs(self) -> str:

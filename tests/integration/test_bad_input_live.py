@@ -8,11 +8,11 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from processors.codec import encode
-from processors.events import ActivationReply
-from streams.client import MemoryClient
-from tools.harness import demo_turns, stop_worker
-from streams.errors import QueryTimeout
+from emgas.processors.codec import encode
+from emgas.processors.events import ActivationReply
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, stop_worker
+from emgas.streams.errors import QueryTimeout
 from tests.integration.live import run, serving
 from tests.integration.test_metrics import scrape, value
 from tests.unit.test_bad_input import QUERY, QUERY_ROWS, TURN, TURN_ROWS, raw

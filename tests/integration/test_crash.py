@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from processors.events import Turn
-from replay.fold import Selection
-from streams.admin import replay
-from streams.client import MemoryClient
-from tools.harness import demo_turns, turns_per_graph, wait_for_turns
-from streams.errors import QueryTimeout
+from emgas.processors.events import Turn
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from emgas.streams.errors import QueryTimeout
 from tests.integration.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

@@ -6,16 +6,16 @@ from collections import Counter
 
 import pytest
 
-from processors.codec import decode_graph_event
-from processors.dynamics import DecayParams
-from processors.events import Decay
-from processors.graph import GraphParams
-from replay.explain import explain
-from replay.fold import Selection
-from streams.admin import graph_records, replay
-from streams.client import MemoryClient
-from tools.demo import DEMO_QUERIES
-from tools.harness import demo_turns, turns_per_graph
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.dynamics import DecayParams
+from emgas.processors.events import Decay
+from emgas.processors.graph import GraphParams
+from emgas.replay.explain import explain
+from emgas.replay.fold import Selection
+from emgas.streams.admin import graph_records, replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.demo import DEMO_QUERIES
+from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

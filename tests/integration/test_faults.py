@@ -12,10 +12,10 @@ import urllib.error
 
 import pytest
 
-from replay.fold import Selection
-from streams.admin import replay
-from streams.client import MemoryClient
-from tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.integration.live import ATTEMPTS, MOCK_SYNC_ERROR, live_pipeline, run
 from tests.integration.test_crash import stream_of_turns
 from tests.integration.test_metrics import scrape, value

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from processors.events import Boost, Retrieved
-from replay.fold import Selection
-from streams.admin import replay
-from streams.client import MemoryClient
-from tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
+from emgas.processors.events import Boost, Retrieved
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.integration.live import live_pipeline, run
 from tests.integration.test_metrics import scrape, value
 

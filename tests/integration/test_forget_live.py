@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from processors.events import ActivationReply, ErrorReply
-from replay.fold import Selection
-from streams.admin import replay
-from streams.client import MemoryClient
-from tools.harness import demo_turns, turns_per_graph
+from emgas.processors.events import ActivationReply, ErrorReply
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

@@ -21,13 +21,13 @@ from datetime import datetime, timezone
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from processors.codec import decode_graph_event, decode_request, decode_turn, encode
-from processors.errors import DecodeError
-from processors.extract import ExtractionParams, extractor_id, ingest
-from replay.fold import Selection
-from streams.admin import replay
-from streams.client import MemoryClient
-from tools.harness import demo_turns, wait_for_turns
+from emgas.processors.codec import decode_graph_event, decode_request, decode_turn, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.extract import ExtractionParams, extractor_id, ingest
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns, wait_for_turns
 from tests.integration.live import run, serving
 from tests.integration.test_metrics import scrape, value
 

@@ -8,8 +8,8 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
-from streams.langchain import EmgasRetriever, EmgasStore, graph_of
-from streams.memory import Memory
+from emgas.streams.langchain import EmgasRetriever, EmgasStore, graph_of
+from emgas.streams.memory import Memory
 
 pytestmark = pytest.mark.integration
 

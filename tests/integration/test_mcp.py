@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from tools.harness import free_port  # noqa: E402
+from emgas.tools.harness import free_port  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +97,7 @@ def test_stdio(pipeline, tmp_path):
     """A desktop agent's set-up: the server is the client's child, speaking on stdin/stdout."""
     graph = "mcp-stdio"
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "streams.cli", "mcp", "--graph", graph, "--allow", "team-*"],
+        command=sys.executable, args=["-m", "emgas", "mcp", "--graph", graph, "--allow", "team-*"],
         env=server_env(pipeline, tmp_path / "home"), cwd=str(ROOT),
     )
 
@@ -124,7 +124,7 @@ def test_streamable_http(pipeline, tmp_path):
     graph, port = "mcp-http", free_port()
     errlog = open(tmp_path / "server.err", "w+")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "mcp", "--http", "--port", str(port), "--graph", graph],
+        [sys.executable, "-m", "emgas", "mcp", "--http", "--port", str(port), "--graph", graph],
         env=server_env(pipeline, tmp_path / "home"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errlog,
     )
     try:
@@ -155,7 +155,7 @@ def test_streamable_http(pipeline, tmp_path):
 def test_without_a_default_graph_calls_must_name_one(pipeline, tmp_path):
     """No --graph: a call naming no graph is refused with `no_graph`, an allowed one goes through."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "streams.cli", "mcp", "--allow", "mcp-open-*"],
+        command=sys.executable, args=["-m", "emgas", "mcp", "--allow", "mcp-open-*"],
         env=server_env(pipeline, tmp_path / "home"), cwd=str(ROOT),
     )
 
@@ -175,7 +175,7 @@ def test_help_and_bad_start(tmp_path):
     """`emgas mcp --help` works; a server that would serve nothing, has no broker or no SDK says so in one line."""
     env = {**os.environ, "EMGAS_HOME": str(tmp_path)}
     env.pop("EMGAS_BROKER", None)
-    run = [sys.executable, "-m", "streams.cli", "mcp"]
+    run = [sys.executable, "-m", "emgas", "mcp"]
     shown = subprocess.run([*run, "--help"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "--allow" in shown.stdout and "--http" in shown.stdout
     for args, reason in ((["--allow", "x"], "no broker configured"), ([], "give --graph")):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from streams.errors import BrokerError, ConfigError
-from streams.memory import AsyncMemory, Memory, MemoryError
-from streams.settings import Settings
+from emgas.streams.errors import BrokerError, ConfigError
+from emgas.streams.memory import AsyncMemory, Memory, MemoryError
+from emgas.streams.settings import Settings
 from tests.integration.live import run
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ import urllib.request
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from processors.events import ActivationReply
-from streams.client import MemoryClient
-from tools.harness import demo_turns
+from emgas.processors.events import ActivationReply
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import demo_turns
 from tests.integration.live import run, serving
 
 pytestmark = pytest.mark.integration
@@ -82,7 +82,7 @@ def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
         # `emgas stats` through the CLI: the same graph's size and top concepts
         env = {**os.environ, "EMGAS_BROKER": live.settings.bootstrap_servers(), "EMGAS_HOME": str(live.home),
                "EMGAS_PARTITIONS": "2"}
-        out = subprocess.run([sys.executable, "-m", "streams.cli", "stats", "--graph", "bob", "--json", "--top", "3"],
+        out = subprocess.run([sys.executable, "-m", "emgas", "stats", "--graph", "bob", "--json", "--top", "3"],
                              env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         stats = json.loads(out.stdout)
@@ -90,6 +90,6 @@ def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
         assert stats["concepts"] == value(text, "emgas_concepts") and stats["edges"] == value(text, "emgas_edges")
         assert len(stats["top_concepts"]) == 3
         assert [c["count"] for c in stats["top_concepts"]] == sorted((c["count"] for c in stats["top_concepts"]), reverse=True)
-        missing = subprocess.run([sys.executable, "-m", "streams.cli", "stats", "--graph", "nobody"],
+        missing = subprocess.run([sys.executable, "-m", "emgas", "stats", "--graph", "nobody"],
                                  env=env, capture_output=True, text=True, timeout=60)
         assert missing.returncode == 1 and "graph_not_found" in missing.stderr

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from processors.codec import decode_turn
-from processors.events import ActivationReply, ErrorReply
-from streams.client import MemoryClient
-from tools.harness import wait_for_turns
+from emgas.processors.codec import decode_turn
+from emgas.processors.events import ActivationReply, ErrorReply
+from emgas.streams.client import MemoryClient
+from emgas.tools.harness import wait_for_turns
 
 pytestmark = pytest.mark.integration
 
@@ -96,8 +96,8 @@ async def test_unknown_graph_gets_an_error_reply(loaded):
 async def test_bad_turn_goes_to_dlq_with_its_bytes_and_the_next_turn_is_applied(loaded):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    from processors.codec import encode
-    from processors.events import DeadLetter
+    from emgas.processors.codec import encode
+    from emgas.processors.events import DeadLetter
 
     servers = loaded.bootstrap_servers()
     producer = AIOKafkaProducer(bootstrap_servers=servers)

@@ -7,9 +7,9 @@ cores while the group rebalances.
 
 import pytest
 
-from replay.fold import Selection
-from streams.admin import replay
-from tools.harness import demo_turns, turns_per_graph
+from emgas.replay.fold import Selection
+from emgas.streams.admin import replay
+from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import (
     ATTEMPTS, digests_by_graph, group_formed, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )
@@ -66,8 +66,8 @@ def test_stopping_a_worker_moves_its_graphs_and_they_answer_again(two_workers):
     import asyncio
     import time
 
-    from processors.events import StatsReply
-    from streams.client import MemoryClient
+    from emgas.processors.events import StatsReply
+    from emgas.streams.client import MemoryClient
 
     graphs = [f"{prefix}{g}" for prefix in ("two-", "two-more-") for g in ("alice", "bob")]
 

@@ -14,17 +14,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from processors.codec import decode_graph_event, encode
-from processors.events import GraphEvent, SnapshotStarted
-from replay.errors import ReplayError
-from replay.fold import Selection
-from streams.admin import log_reader, replay
-from state.digest import partition_digests
-from state.snapshot_writer import SnapshotPolicy
-from streams.local import start_embedded
-from streams.partitions import PartitionStates
-from streams.recovery import Recovery
-from streams.settings import Settings
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.events import GraphEvent, SnapshotStarted
+from emgas.replay.errors import ReplayError
+from emgas.replay.fold import Selection
+from emgas.streams.admin import log_reader, replay
+from emgas.state.digest import partition_digests
+from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.streams.local import start_embedded
+from emgas.streams.partitions import PartitionStates
+from emgas.streams.recovery import Recovery
+from emgas.streams.settings import Settings
 from tests.factories import ingested
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from tools.harness import demo_turns, turns_per_graph
-from processors.events import StatsReply
-from streams.client import MemoryClient
-from streams.errors import QueryTimeout
+from emgas.tools.harness import demo_turns, turns_per_graph
+from emgas.processors.events import StatsReply
+from emgas.streams.client import MemoryClient
+from emgas.streams.errors import QueryTimeout
 from tests.integration.live import ATTEMPTS, group_formed, live_pipeline, publish_and_wait, run
 
 pytestmark = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.harness import demo_turns
+from emgas.tools.harness import demo_turns
 from tests.integration.live import serving
 
 pytestmark = pytest.mark.integration

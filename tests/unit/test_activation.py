@@ -5,14 +5,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.activation import (
+from emgas.processors.activation import (
     ActivationParams,
     concept_scores,
     rank_passages,
     spread,
     top_concepts,
 )
-from processors.events import QueryParams
+from emgas.processors.events import QueryParams
 
 
 def graph(edges: dict[tuple[int, int], float], n: int):

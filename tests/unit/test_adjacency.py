@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.adjacency import Adjacency
+from emgas.state.adjacency import Adjacency
 
 N = 12
 op = st.one_of(

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processors.association import outgoing_weights, ppmi, ppmi_norm, specificity
+from emgas.processors.association import outgoing_weights, ppmi, ppmi_norm, specificity
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from processors.codec import decode_graph_event, decode_request, decode_turn
-from processors.errors import DecodeError
-from processors.events import MAX_TEXT_BYTES
+from emgas.processors.codec import decode_graph_event, decode_request, decode_turn
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import MAX_TEXT_BYTES
 
 NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
 TURN = {"graph_id": "g", "turn_id": "t1", "speaker": "ann", "text": "Hello there", "timestamp": "2026-11-20T10:00:00Z"}
@@ -90,7 +90,7 @@ def test_a_record_without_a_value_is_refused(decode):
 
 
 def test_a_decoder_that_fails_unexpectedly_gives_a_dead_letter_not_a_dead_agent():
-    from streams.app import guarded
+    from emgas.streams.app import guarded
 
     def broken(raw: bytes):
         raise KeyError("a bug")

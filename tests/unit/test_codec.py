@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from processors.codec import decode_graph_event, decode_query, decode_reply, decode_request, decode_turn, encode
-from processors.errors import DecodeError
-from processors.events import DigestQuery, ErrorReply
+from emgas.processors.codec import decode_graph_event, decode_query, decode_reply, decode_request, decode_turn, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import DigestQuery, ErrorReply
 from tests.factories import ingested
 
 TURN = {"graph_id": "u1", "turn_id": "t1", "speaker": "alice", "text": "hi there", "timestamp": "2026-01-01T10:00:00Z"}
@@ -91,8 +91,8 @@ def test_digest_query_is_read_from_the_queries_topic():
 
 
 def test_current_versions_are_what_the_models_say():
-    from processors.codec import CURRENT_VERSIONS, UPCASTERS
-    from processors.events import ActivationQuery, Snapshot, TurnIngested
+    from emgas.processors.codec import CURRENT_VERSIONS, UPCASTERS
+    from emgas.processors.events import ActivationQuery, Snapshot, TurnIngested
 
     for model in (ActivationQuery, Snapshot, TurnIngested):
         assert CURRENT_VERSIONS[model.model_fields["type"].default] == model.model_fields["schema_version"].default

@@ -6,7 +6,7 @@ import tomllib
 
 import yaml
 
-from streams.settings import Settings
+from emgas.streams.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -54,12 +54,15 @@ def dockerfile_copies() -> dict[str, str]:
     return copies
 
 
-def test_dockerfile_copies_every_package_pyproject_installs():
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+def test_dockerfile_copies_every_folder_pyproject_installs_and_no_tools():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {setuptools["package-dir"].get(p, p.replace(".", "/")) for p in setuptools["packages"]}
+    tops = {folder.split("/")[0] for folder in folders}
+    assert tops == {"emgas", "processors", "state", "replay", "streams"}
     copies = dockerfile_copies()
-    for package in packages:
-        top = package.split(".")[0]
+    for top in tops:
         assert copies.get(top) == f"./{top}", f"the Dockerfile does not copy {top}"
+    assert "tools" not in copies  # the image holds the product only
     assert copies.get("pyproject.toml") == "./"
     assert "pip install" in (ROOT / "Dockerfile").read_text()
 

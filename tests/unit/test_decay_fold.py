@@ -4,12 +4,12 @@ from datetime import timedelta
 
 import pytest
 
-from processors.dynamics import DAY_S, DecayParams
-from processors.events import Boost, Decay, PrunedConcept, PrunedEdge, Retrieved
-from processors.graph import GraphParams, GraphRef
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.scheduler import Scheduler
+from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.events import Boost, Decay, PrunedConcept, PrunedEdge, Retrieved
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.scheduler import Scheduler
 from tests.factories import T0, ingested
 
 G = GraphRef("g", 1)

@@ -4,14 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.events import GraphDigest, SectionDigest
-from processors.graph import GraphParams, GraphRef
-from replay.verify import differences
-from state import keys
-from state.digest import graph_digest, partition_digests
-from state.memory import MemoryStore
-from state.projector import PartitionState
-from state.rocks import RocksStore
+from emgas.processors.events import GraphDigest, SectionDigest
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.replay.verify import differences
+from emgas.state import keys
+from emgas.state.digest import graph_digest, partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
 from tests.factories import ingested
 
 G = GraphRef("g", 1)

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from processors.dynamics import (
+from emgas.processors.dynamics import (
     DAY_S,
     DecayParams,
     decay_factor,
@@ -14,8 +14,8 @@ from processors.dynamics import (
     time_to_threshold,
     window_start,
 )
-from processors.graph import ConceptState, GraphMeta, activation_at, brought_to_tick, concept_after_retrieval, on_grid
-from processors.pruning import PairState, expired_concepts, expired_edges, isolated_by
+from emgas.processors.graph import ConceptState, GraphMeta, activation_at, brought_to_tick, concept_after_retrieval, on_grid
+from emgas.processors.pruning import PairState, expired_concepts, expired_edges, isolated_by
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 EXP = DecayParams(model="exponential", half_life_s=10 * DAY_S)

@@ -4,13 +4,13 @@ from datetime import timedelta
 
 import pytest
 
-from processors.dynamics import DAY_S, DecayParams
-from processors.events import (
+from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.events import (
     Boost, Consolidate, Decay, Forget, GraphVersionSwitched, PrunedConcept, PrunedEdge, Retrieved, TopicNode,
 )
-from processors.evolve import Delta, Slice, evolve, pair_after
-from processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Passage, on_grid
-from processors.pruning import PairState
+from emgas.processors.evolve import Delta, Slice, evolve, pair_after
+from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Passage, on_grid
+from emgas.processors.pruning import PairState
 from tests.factories import T0, ingested
 
 G = GraphRef("g", 1)

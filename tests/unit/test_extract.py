@@ -2,7 +2,7 @@
 
 import pytest
 
-from processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
+from emgas.processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
 
 P = ExtractionParams()
 YAKE = ExtractionParams(method="yake")

@@ -5,21 +5,21 @@ from datetime import timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from processors.activation import ActivationParams
-from processors.codec import decode_graph_event, encode
-from processors.dynamics import DAY_S, DecayParams
-from processors.errors import DecodeError
-from processors.events import ActivationQuery, Forget, GraphEvent, TurnIngested
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams, GraphRef
-from replay.explain import explain
-from replay.reader import LogRecord
-from state.digest import partition_digests
-from tools.driver import LocalLog
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.rocks import RocksStore
-from tools.simulation import GRAPH, ONCE, Stream, turns
+from emgas.processors.activation import ActivationParams
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import ActivationQuery, Forget, GraphEvent, TurnIngested
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.replay.explain import explain
+from emgas.replay.reader import LogRecord
+from emgas.state.digest import partition_digests
+from emgas.tools.driver import LocalLog
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.rocks import RocksStore
+from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.factories import T0, ingested
 
 ASKED = T0 + timedelta(days=400)

@@ -4,19 +4,19 @@ from datetime import timedelta
 
 import pytest
 
-from processors.dynamics import DAY_S, DecayParams, edge_lifetime, time_to_threshold
-from processors.events import ActivationQuery, Decay, Retrieved
-from processors.extract import ExtractionParams
-from processors.activation import ActivationParams
-from processors.graph import GraphParams, GraphRef
-from replay.explain import explain, format_steps
-from replay.reader import LogRecord
-from state import keys
-from state.digest import graph_digest
-from tools.driver import LocalLog
-from state.memory import MemoryStore
-from state.projector import PartitionState
-from tools.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns
+from emgas.processors.dynamics import DAY_S, DecayParams, edge_lifetime, time_to_threshold
+from emgas.processors.events import ActivationQuery, Decay, Retrieved
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.activation import ActivationParams
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.replay.explain import explain, format_steps
+from emgas.replay.reader import LogRecord
+from emgas.state import keys
+from emgas.state.digest import graph_digest
+from emgas.tools.driver import LocalLog
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.tools.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns
 
 STREAM = Stream(days=360, turns_per_day=12)  # 4,320 turns over a simulated year
 # The defaults' time constants (90 days) need years of simulated time to
@@ -30,7 +30,7 @@ def run():
 
 
 def records(log: LocalLog) -> list[LogRecord]:
-    from processors.codec import encode
+    from emgas.processors.codec import encode
 
     return [LogRecord(0, offset, 0, None, encode(event)) for offset, event in enumerate(log.log)]
 

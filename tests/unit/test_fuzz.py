@@ -5,8 +5,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.codec import decode_graph_event, decode_reply, decode_request, decode_turn
-from processors.errors import DecodeError
+from emgas.processors.codec import decode_graph_event, decode_reply, decode_request, decode_turn
+from emgas.processors.errors import DecodeError
 
 DECODERS = (decode_turn, decode_request, decode_graph_event, decode_reply)
 json_values = st.recursive(

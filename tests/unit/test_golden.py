@@ -3,13 +3,13 @@
 import json
 from pathlib import Path
 
-from processors.codec import decode_graph_event
-from processors.graph import GraphParams
-from replay.fold import FoldCounts, Selection, fold_records
-from replay.reader import LogRecord
-from state.digest import partition_digests
-from state.memory import MemoryStore
-from state.projector import PartitionState
+from emgas.processors.codec import decode_graph_event
+from emgas.processors.graph import GraphParams
+from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.reader import LogRecord
+from emgas.state.digest import partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 

@@ -4,9 +4,9 @@ from datetime import timedelta
 
 import pytest
 
-from processors.events import Concept
-from processors.evolve import Slice, evolve
-from processors.graph import GraphParams, GraphRef
+from emgas.processors.events import Concept
+from emgas.processors.evolve import Slice, evolve
+from emgas.processors.graph import GraphParams, GraphRef
 from tests.factories import T0, ingested
 
 

@@ -4,10 +4,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from processors.codec import encode
-from processors.events import Checkpoint, LogStarted
-from replay.logstate import _CHECKPOINT, _LOG_STARTED, _decoded, _ranges
-from replay.reader import LogRecord
+from emgas.processors.codec import encode
+from emgas.processors.events import Checkpoint, LogStarted
+from emgas.replay.logstate import _CHECKPOINT, _LOG_STARTED, _decoded, _ranges
+from emgas.replay.reader import LogRecord
 
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

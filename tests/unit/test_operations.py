@@ -8,10 +8,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from processors.codec import decode_request
-from processors.events import StatsQuery
-from streams.logs import JsonFormatter, logging_config
-from streams.security import KafkaSecurity
+from emgas.processors.codec import decode_request
+from emgas.processors.events import StatsQuery
+from emgas.streams.logs import JsonFormatter, logging_config
+from emgas.streams.security import KafkaSecurity
 
 
 def test_plaintext_adds_no_client_options():
@@ -37,7 +37,7 @@ def test_sasl_without_credentials_is_refused():
 def test_emgas_config_masks_secrets(tmp_path):
     env = {"EMGAS_HOME": str(tmp_path), "EMGAS_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
            "EMGAS_KAFKA__SASL_USERNAME": "alice", "EMGAS_KAFKA__SASL_PASSWORD": "hunter2", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "streams.cli", "config"], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "emgas", "config"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     config = json.loads(out.stdout)
     assert config["kafka"]["sasl_username"] == "alice" and "hunter2" not in out.stdout

@@ -5,16 +5,16 @@ from datetime import timedelta
 
 import pytest
 
-from processors.codec import encode
-from processors.events import Boost, Retrieved
-from processors.extract import ExtractionParams, extractor_id, ingest_all
-from processors.graph import GraphParams, GraphRef
-from replay.fold import FoldCounts, Selection, fold_records
-from replay.reader import LogRecord
-from state.digest import partition_digests
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from tools.harness import demo_turns
+from emgas.processors.codec import encode
+from emgas.processors.events import Boost, Retrieved
+from emgas.processors.extract import ExtractionParams, extractor_id, ingest_all
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.reader import LogRecord
+from emgas.state.digest import partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.tools.harness import demo_turns
 from tests.factories import T0, ingested
 
 G = GraphRef("g", 1)
@@ -62,13 +62,13 @@ def test_a_replay_rejects_it_the_same_way_and_gives_the_same_digests():
 
 
 def _decode(record: LogRecord):
-    from processors.codec import decode_graph_event
+    from emgas.processors.codec import decode_graph_event
 
     return decode_graph_event(record.value)
 
 
 def test_extraction_failing_on_one_turn_leaves_the_rest_of_the_batch(monkeypatch):
-    import processors.extract as extract
+    import emgas.processors.extract as extract
 
     turns = demo_turns()[:3]
     real = extract.ingest

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from processors.activation import rank_passages
-from processors.extract import ExtractionParams, ingest
-from tools.lexical import BM25
-from tools.walks import maibot_activation, personalised_pagerank
-from tools.evaluation import score, summarise
+from emgas.processors.activation import rank_passages
+from emgas.processors.extract import ExtractionParams, ingest
+from emgas.tools.lexical import BM25
+from emgas.tools.walks import maibot_activation, personalised_pagerank
+from emgas.tools.evaluation import score, summarise
 from tests.factories import T0
 
 
@@ -68,7 +68,7 @@ def test_passages_pass_a_share_of_their_score_to_their_neighbours():
 
 
 def test_the_speaker_name_can_become_a_concept():
-    from processors.events import Turn
+    from emgas.processors.events import Turn
 
     turn = Turn(graph_id="g", turn_id="t", speaker="Caroline", text="I went to a support group yesterday.", timestamp=T0)
     with_speaker = {c.id for c in ingest(turn, ExtractionParams(), "x").concepts}

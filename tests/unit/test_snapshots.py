@@ -7,19 +7,19 @@ import pytest
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from processors.activation import ActivationParams
-from processors.codec import decode_graph_event, encode
-from processors.events import (
+from emgas.processors.activation import ActivationParams
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.events import (
     ActivationQuery, Checkpoint, Forget, GraphEvent, LogStarted, Snapshot, SnapshotStarted, TurnIngested,
 )
-from processors.extract import ExtractionParams
-from state.digest import partition_digests
-from tools.driver import LocalLog
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.snapshot_writer import SnapshotPolicy
-from state.snapshots import LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, unpack
-from state.steps import PartitionWorker
+from emgas.processors.extract import ExtractionParams
+from emgas.state.digest import partition_digests
+from emgas.tools.driver import LocalLog
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.state.snapshots import LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, unpack
+from emgas.state.steps import PartitionWorker
 from tests.factories import T0, ingested
 from tests.unit.test_forget import FAST, VOCAB
 
@@ -199,7 +199,7 @@ def test_no_policy_no_snapshot_but_the_ones_asked_for():
 
 
 def test_a_rebuild_of_one_graph_passes_over_the_logs_own_records():
-    from replay.fold import Selection
+    from emgas.replay.fold import Selection
 
     one = Selection(graph_id="g")
     assert not one.wants(LogStarted(log_id="L", partition=0, timestamp=AT))

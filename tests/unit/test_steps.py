@@ -4,12 +4,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from processors.dynamics import DAY_S
-from processors.events import ActivationQuery, DigestQuery, ErrorReply, Retrieved, StatsQuery
-from processors.graph import GraphParams
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.steps import PartitionWorker
+from emgas.processors.dynamics import DAY_S
+from emgas.processors.events import ActivationQuery, DigestQuery, ErrorReply, Retrieved, StatsQuery
+from emgas.processors.graph import GraphParams
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.steps import PartitionWorker
 from tests.factories import T0, ingested
 
 WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -68,8 +68,8 @@ def test_the_timer_ticks_a_graph_idle_for_a_window():
 
 def test_an_event_type_with_no_evolve_fails_loudly(monkeypatch):
     """A missing rule is a bug to stop on, not a poison event to reject."""
-    from processors.evolve import evolve
-    from state import projector
+    from emgas.processors.evolve import evolve
+    from emgas.state import projector
 
     monkeypatch.setattr(projector, "evolve", evolve.registry[object])  # the unregistered fallback
     with pytest.raises(NotImplementedError, match="no evolve registered for TurnIngested"):
@@ -77,7 +77,7 @@ def test_an_event_type_with_no_evolve_fails_loudly(monkeypatch):
 
 
 def test_passages_by_turn_id_and_the_ids_not_held():
-    from processors.events import PassageQuery
+    from emgas.processors.events import PassageQuery
 
     w = worker()
     w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}, text="kafka lag again"), 0, WALL)
@@ -89,7 +89,7 @@ def test_passages_by_turn_id_and_the_ids_not_held():
 
 
 def test_passages_by_turn_id_prefix():
-    from processors.events import PassageQuery
+    from emgas.processors.events import PassageQuery
 
     w = worker()
     for offset, turn in enumerate(["note#r1", "note#r2", "notes", "other"]):

@@ -3,8 +3,8 @@
 import statistics
 from collections import Counter
 
-from processors.extract import ExtractionParams, extractor_id, ingest
-from tools.synthetic import Shape, conversations
+from emgas.processors.extract import ExtractionParams, extractor_id, ingest
+from emgas.tools.synthetic import Shape, conversations
 
 
 def test_the_same_arguments_give_the_same_turns():

@@ -4,13 +4,13 @@ even when the graphs share a partition and their vocabularies overlap."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.activation import ActivationParams
-from processors.events import ActivationQuery
-from processors.extract import ExtractionParams
-from processors.graph import GraphParams
-from state.memory import MemoryStore
-from state.projector import PartitionState
-from state.retrieval import answer
+from emgas.processors.activation import ActivationParams
+from emgas.processors.events import ActivationQuery
+from emgas.processors.extract import ExtractionParams
+from emgas.processors.graph import GraphParams
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.state.retrieval import answer
 from tests.factories import ingested
 
 WORDS = [f"w{i}" for i in range(12)]  # every graph draws from the same words

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.errors import IncompatibleBrokerVersion
 
-from processors.events import Consolidate
-from processors.graph import GraphParams
-from processors.topics import TopicParams, propagate_labels, topics_of
-from tools.driver import LocalLog
-from streams import topics as kafka_topics
-from streams.errors import BrokerError
-from streams.settings import Settings
+from emgas.processors.events import Consolidate
+from emgas.processors.graph import GraphParams
+from emgas.processors.topics import TopicParams, propagate_labels, topics_of
+from emgas.tools.driver import LocalLog
+from emgas.streams import topics as kafka_topics
+from emgas.streams.errors import BrokerError
+from emgas.streams.settings import Settings
 from tests.factories import ingested
 
 FRAMEWORKS = ["angular", "react", "svelte", "vue"]
@@ -168,7 +168,7 @@ async def test_a_refused_topic_is_an_error(monkeypatch):
 async def test_existing_graph_events_with_finite_retention_is_a_warning(monkeypatch, caplog, retention_ms, warned):
     names = [t.name for t in SETTINGS.topics()]
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, retention_ms))
-    with caplog.at_level(logging.WARNING, logger="streams.topics"):
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.topics"):
         await kafka_topics.ensure_topics(SETTINGS)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert bool(warnings) == warned
@@ -180,7 +180,7 @@ async def test_existing_graph_events_with_finite_retention_is_a_warning(monkeypa
 async def test_the_embedded_broker_without_admin_apis_is_fine_when_topics_exist(monkeypatch, caplog):
     names = [t.name for t in SETTINGS.topics()]
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, mock=True))
-    with caplog.at_level(logging.INFO, logger="streams.topics"):
+    with caplog.at_level(logging.INFO, logger="emgas.streams.topics"):
         await kafka_topics.ensure_topics(SETTINGS)
     assert not caplog.records
 

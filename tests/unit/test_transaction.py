@@ -6,16 +6,16 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.codec import encode
-from processors.dynamics import DAY_S, DecayParams
-from processors.events import Boost, Retrieved
-from processors.graph import GraphParams
-from state.digest import partition_digests
-from tools.driver import LocalLog
-from state.memory import MemoryStore
-from state.projector import Outcome, PartitionState
-from state.store import PartitionStore
-from state.transaction import Transaction
+from emgas.processors.codec import encode
+from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.events import Boost, Retrieved
+from emgas.processors.graph import GraphParams
+from emgas.state.digest import partition_digests
+from emgas.tools.driver import LocalLog
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.state.store import PartitionStore
+from emgas.state.transaction import Transaction
 from tests.factories import T0, ingested
 
 ALL_KEYS = [b"a", b"a\x00x", b"a\x00y", b"b", b"b\x00z", b"c"]
@@ -100,7 +100,7 @@ LOG = lived_log()
 
 
 def fold(store: PartitionStore, start: int, stop: int, commits: set[int]) -> PartitionState:
-    from processors.codec import decode_graph_event
+    from emgas.processors.codec import decode_graph_event
 
     state = PartitionState(store, PARAMS)
     for offset in range(start, stop):
@@ -138,7 +138,7 @@ def test_redelivered_events_after_a_restart_are_skipped():
     store = MemoryStore()
     fold(store, 0, 20, {9})
     state = PartitionState(store, PARAMS)
-    from processors.codec import decode_graph_event
+    from emgas.processors.codec import decode_graph_event
 
     assert state.apply(decode_graph_event(LOG[5]), 5) == Outcome.ALREADY_APPLIED
     assert state.apply(decode_graph_event(LOG[10]), 10) != Outcome.ALREADY_APPLIED

@@ -1,0 +1,15 @@
+"""emgas: a long-term associative memory for conversational AI on Kafka.
+
+The installed distribution is this one package; its layers are subpackages,
+each one of the repository's top-level folders (setuptools' `package-dir` in
+the wheel; in a checkout, `emgas/X` is a symbolic link to `X/`):
+
+    emgas.processors   the pure core: events, extraction, PPMI, activation, the fold's rules
+    emgas.state        storage, the partition state and the step functions
+    emgas.replay       reading the log back, folding, rebuilding, verifying, digests
+    emgas.streams      Kafka: the Faust worker, the client, recovery, the CLI and the agents' interfaces
+
+and, in a checkout of the repository only (not in the wheel or the image):
+
+    emgas.tools        the demo, benchmarks, evaluation, load test and the test harness
+"""
