@@ -42,6 +42,7 @@ from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.checkpoint import Checkpoint
 from emgas.streams.dlq import dead_letter
 from emgas.streams.faust_transport import App
+from emgas.streams.membership import GroupWatch, guard_sync_groups, watch_group
 from emgas.streams.metrics import Metrics, register_pages
 from emgas.streams.viewer import register_viewer
 from emgas.streams.partitions import PartitionStates
@@ -96,6 +97,11 @@ def create_app(settings: Settings) -> faust.App:
         lambda: _health(settings, recovery),
     )
     register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
+    def rejoined(reason: str) -> None:
+        metrics.group_rejoins.labels(reason).inc()
+
+    guard_sync_groups(rejoined, settings.fault_sync_group_errors)
+    watch_group(app, GroupWatch(settings.app_id, settings.session_timeout_s, rejoined))
     return app
 
 

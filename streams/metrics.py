@@ -41,6 +41,9 @@ class Metrics:
             ["partition", "kind", "action"], registry=r,
         )
         self.snapshots_restored = Counter("emgas_snapshots_restored", "Graphs restored from a snapshot in the log by recovery", registry=r)
+        self.group_rejoins = Counter(
+            "emgas_group_rejoins", "Times the worker rejoined its consumer group by itself, by reason", ["reason"], registry=r,
+        )
         self.ready = Gauge("emgas_partitions_ready", "Assigned partitions caught up with the log", registry=r)
 
     def render(self, refresh: Callable[["Metrics"], None]) -> tuple[bytes, str]:

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     # what a batch emitted and committing the states, so a crash test can
     # kill a worker between applying events and committing them.
     commit_hold_s: float = Field(default=0.0, ge=0, le=10)
+    # A test hook, 0 in use: the worker's first n SyncGroup requests are
+    # answered INVALID_REQUEST, as the embedded broker's race does
+    # (`streams.membership`: the worker must rejoin by itself).
+    fault_sync_group_errors: int = Field(default=0, ge=0, le=100)
     # Processes that run extraction, so it overlaps with Kafka and the fold
     # in the worker's own process (0: extract in the worker's event loop).
     extract_processes: int = Field(default=0, ge=0, le=64)

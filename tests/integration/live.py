@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import os
 import signal
+import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -32,9 +35,21 @@ class Live:
     cluster: MockCluster
     home: Path
     workers: dict[str, object] = field(default_factory=dict)
+    web_ports: dict[str, int] = field(default_factory=dict)
 
-    def start(self, name: str) -> None:
-        self.workers[name] = start_worker(self.settings, self.home / f"{name}.log", name=name)
+    def start(self, name: str, env: dict[str, str] | None = None) -> None:
+        """A worker named `name` (its web server on a port of its own, `web_ports[name]`)."""
+        self.web_ports[name] = free_port()
+        self.workers[name] = start_worker(self.settings, self.home / f"{name}.log", name=name,
+                                          web_port=self.web_ports[name], env=env)
+
+    def health(self, name: str) -> dict:
+        """The worker's `/health` (200 or 503 alike)."""
+        return _get_json(f"http://127.0.0.1:{self.web_ports[name]}/health")
+
+    def metrics(self, name: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.web_ports[name]}/metrics", timeout=10) as response:
+            return response.read().decode()
 
     def kill(self, name: str) -> None:
         """SIGKILL: no shutdown, no commit, no flush."""
@@ -135,24 +150,9 @@ def run(coro):  # noqa: ANN001, ANN201 - a test helper
     return asyncio.run(coro)
 
 
-# The mock cluster completes a sync as soon as the leader's SyncGroup has
-# assigned every member, so a follower whose own SyncGroup arrives after
-# the leader's gets INVALID_REQUEST (librdkafka src/rdkafka_mock_cgrp.c,
-# sync_check and check_state). aiokafka then waits for the application to
-# take that error before rejoining, and a Faust consumer with no partitions
-# never polls, so the worker stays out of the group for good. A real broker
-# answers the late SyncGroup with the assignment. When (and only when) the
-# worker logged exactly that error, the scenario starts again on a fresh
-# broker; about one start in twelve hits it on this 2-core machine.
-MOCK_SYNC_ERROR = "Unexpected error from SyncGroup: [Error 42] InvalidRequestError"
-ATTEMPTS = 4
-
-
-def group_formed(live, names=("worker-1", "worker-2")) -> bool:
+def _get_json(url: str) -> dict:
     try:
-        run(wait_for_workers(live.settings, set(names), deadline_s=30))
-        return True
-    except AssertionError:
-        if MOCK_SYNC_ERROR not in live.logs():
-            raise
-        return False
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as err:  # /health answers 503 while recovering, with the same body
+        return json.loads(err.read())

@@ -11,7 +11,7 @@ from emgas.replay.fold import Selection
 from emgas.streams.admin import replay
 from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import (
-    ATTEMPTS, digests_by_graph, group_formed, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
+    digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run, wait_for_workers,
 )
 
 pytestmark = pytest.mark.integration
@@ -27,16 +27,12 @@ def two_workers(tmp_path_factory):
         for t in demo_turns()
     ]
     first = [t for t in turns if int(t.turn_id.split("-")[-1]) % 2 == 1]
-    for _ in range(ATTEMPTS):
-        with live_pipeline(tmp_path_factory.mktemp("two"), partitions=3) as live:
-            run(publish_and_wait(live.settings, first, len(first), turns_per_graph(first)))
-            live.start("worker-2")
-            if not group_formed(live):
-                continue
-            run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
-            yield live
-            return
-    raise AssertionError(f"the mock cluster's SyncGroup error hit all {ATTEMPTS} starts")
+    with live_pipeline(tmp_path_factory.mktemp("two"), partitions=3) as live:
+        run(publish_and_wait(live.settings, first, len(first), turns_per_graph(first)))
+        live.start("worker-2")
+        run(wait_for_workers(live.settings, {"worker-1", "worker-2"}))
+        run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
+        yield live
 
 
 def test_graphs_equal_those_built_in_one_process(two_workers):
