@@ -1,10 +1,13 @@
-"""The Faust app and its three thin agents.
+"""The Faust app, its two thin agents and the query server.
 
 - `extract`:  emgas.turns        -> concept extraction -> emgas.graph-events
 - `apply`:    emgas.graph-events -> `on_graph_event` -> local state, and the
               ticks it makes due -> emgas.graph-events
 - `serve`:    emgas.queries      -> `on_request` -> the query's reply_to,
-              and its reinforcement -> emgas.graph-events
+              and its reinforcement -> emgas.graph-events; read outside
+              the consumer group (`streams.serving`), so a rebalance does
+              not pause queries: the previous owner of a partition answers
+              until the new one has caught up and announced itself
 
 The agents decode, call one step function (`state.steps`), persist and
 emit. The apply agent takes events in batches and commits each batch as
@@ -12,8 +15,8 @@ emit. The apply agent takes events in batches and commits each batch as
 idle graphs: forgetting is in the log.
 
 `emgas.graph-events` and `emgas.queries` have the same partition count and
-key (graph_id, murmur2), and Faust's assignor gives partition p of both to
-one worker, so a query meets the state of its graph. Agents decode, call
+key (graph_id, murmur2), so query partition p is answered by the worker
+that holds graph-events partition p: a query meets the state of its graph. Agents decode, call
 the core, persist, emit; input that cannot be decoded goes to emgas.dlq.
 Delivery is at-least-once; the projector makes applying idempotent, and
 `streams.recovery` catches a partition's state up with the log before the
@@ -33,11 +36,10 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import faust
 from faust.types import TP
 
-from emgas.processors.codec import decode_graph_event, decode_request, decode_turn, encode
+from emgas.processors.codec import decode_graph_event, decode_turn, encode
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import ActivationReply, Forget, GraphEvent
+from emgas.processors.events import Forget, GraphEvent
 from emgas.processors.extract import extractor_id, ingest_all
-from emgas.state.steps import error_reply
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.checkpoint import Checkpoint
 from emgas.streams.dlq import dead_letter
@@ -47,6 +49,7 @@ from emgas.streams.metrics import Metrics, register_pages
 from emgas.streams.viewer import register_viewer
 from emgas.streams.partitions import PartitionStates
 from emgas.streams.recovery import Recovery
+from emgas.streams.serving import QueryServer
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -177,7 +180,6 @@ def _register_agents(
 ) -> None:
     turns = _topic(app, settings.turns_topic, settings.turn_partitions)
     graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
-    queries = _topic(app, settings.queries_topic, settings.partitions)
     extractor = extractor_id(settings.extraction)
     extraction = Extraction(settings, extractor)
 
@@ -278,20 +280,23 @@ def _register_agents(
             for partition in recovery.ready_partitions():
                 await append(states.worker(partition).on_timer(wall))
 
-    @app.agent(queries, name="serve")
-    async def serve_queries(stream: Any) -> None:
-        async for message, request in decoded(stream, decode_request):
-            if await recovery.wait(message.partition):
-                reply, due = states.worker(message.partition).on_request(request, time.perf_counter)
-            else:
-                reply, due = error_reply(request, "partition_moved", "the graph moved to another worker; ask again"), []
-            metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
-            if isinstance(reply, ActivationReply):
-                metrics.latency.observe(reply.timings.total_ms / 1000.0)
-            await app.producer.send_and_wait(
-                request.reply_to, request.request_id.encode(), encode(reply), None, None, None
-            )
-            await append(due)
+    # Queries are read outside the group, so rebalances do not pause them (`streams.serving`).
+    async def send(topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        return await app.producer.send_and_wait(topic, key, value, partition, None, None)
+
+    server = QueryServer(settings, states, recovery, metrics, send, append, to_dlq)
+
+    @app.task
+    async def serve_queries() -> None:
+        await server.run()
+
+    def leave_group() -> None:
+        """The Faust consumer leaves its group (on its own thread): its partitions move."""
+        thread = app.consumer._thread
+        thread.thread_loop.call_soon_threadsafe(thread._consumer.unsubscribe)
+
+    # What `emgas worker` does on SIGTERM before it stops (streams.worker).
+    app.hand_over = lambda: server.hand_over(leave_group, settings.hand_over_s)  # type: ignore[attr-defined]
 
 
 class Extraction:

@@ -23,6 +23,10 @@ class Metrics:
         self.applied = Counter("emgas_graph_events", "Graph events applied, by type and outcome", ["type", "outcome"], registry=r)
         self.dead_letters = Counter("emgas_dead_letters", "Messages sent to the dead-letter topic, by reason", ["topic", "reason"], registry=r)
         self.queries = Counter("emgas_queries", "Requests answered, by type and result", ["type", "result"], registry=r)
+        self.covered = Counter(
+            "emgas_queries_covered", "Queries answered (read-only) for a partition whose new owner was catching up",
+            registry=r,
+        )
         self.latency = Histogram(
             "emgas_query_seconds", "Time to answer an activation query inside the worker", registry=r,
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),

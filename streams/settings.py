@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     turns_topic: str = "emgas.turns"
     graph_events_topic: str = "emgas.graph-events"
     queries_topic: str = "emgas.queries"
+    owners_topic: str = "emgas.owners"  # which worker answers each partition's queries (compacted)
+    # On SIGTERM a worker leaves its group and answers its partitions' queries
+    # until their new owners have caught up, this long at most (0: stop at once).
+    hand_over_s: float = Field(default=30.0, ge=0, le=600)
     replies_topic: str = "emgas.replies"
     dlq_topic: str = "emgas.dlq"
 
@@ -128,4 +132,5 @@ class Settings(BaseSettings):
             TopicSpec(self.queries_topic, self.partitions),
             TopicSpec(self.replies_topic, self.reply_partitions),
             TopicSpec(self.dlq_topic, 1),
+            TopicSpec(self.owners_topic, 1),
         ]

@@ -48,6 +48,7 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
         settings.graph_events_topic: {"retention.ms": "-1", "retention.bytes": "-1"},
         settings.replies_topic: {"retention.ms": str(settings.replies_retention_ms)},
         settings.dlq_topic: {"retention.ms": str(settings.dlq_retention_ms)},
+        settings.owners_topic: {"cleanup.policy": "compact"},  # the latest owner of each partition
     }
 
 

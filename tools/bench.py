@@ -42,6 +42,9 @@ Every figure is the median of several repeats, with their min and max:
   journal_bytes_per_turn: the journal that makes it possible (every event
   applied to the graph, ticks included), per turn.
 
+Scaling out (worker_cpu_ms_per_turn_1/_2/_3, partitions_per_worker_N,
+max_unavailable_s_join/_leave): see `tools.scaling_bench`.
+
 Taking over a partition. Both parts use one graph of synthetic turns
 (`tools.synthetic`) put through `LocalLog` (its decay ticks and
 consolidations included): its history once ("1x"), or that whole history
@@ -148,12 +151,16 @@ from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.dynamics import DecayParams
 from emgas.streams.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
-from emgas.tools.harness import demo_turns, free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import (
+    cpu_seconds, demo_turns, free_port, health, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph,
+    wait_for_turns, wait_for_workers,
+)
 from emgas.streams.embedded import TopicSpec
 from emgas.streams.errors import QueryTimeout
 from emgas.streams.local import start_embedded
 from emgas.streams.settings import Settings
 from emgas.streams.snapshots import request_snapshots
+from emgas.tools.scaling_bench import SCALE_GRAPHS, scaling_figures
 from emgas.tools.synthetic import Shape, conversations
 
 Progress = Callable[[str], None]
@@ -348,20 +355,6 @@ async def _ingest_s(settings: Settings, turns: list[Any], totals: dict[str, int]
 async def _ready(settings: Settings, graphs: list[str]) -> None:
     async with MemoryClient(settings) as client:
         await wait_for_turns(client, {g: 0 for g in graphs}, deadline_s=120)
-
-
-async def _workers_serving(settings: Settings, names: set[str], deadline_s: float) -> bool:
-    async with MemoryClient(settings) as client:
-        deadline = time.monotonic() + deadline_s
-        while time.monotonic() < deadline:
-            try:
-                replies = await client.digests(timeout_s=5)
-                if {getattr(r, "worker", None) for r in replies} == names:
-                    return True
-            except Exception:  # noqa: BLE001 - a partition still moving: ask again
-                pass
-            await asyncio.sleep(0.5)
-    return False
 
 
 def _tagged(turns: int, tag: str) -> list[Turn]:
@@ -591,12 +584,6 @@ def replay_figures(live: Settings, home: Path, repeats: int) -> dict[str, Any]:
     return {"replay_events_per_s": figure(replays, 1), "log_read_events_per_s": figure(reads, 1)}
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _round_trips(settings: Settings, queries: int) -> tuple[list[float], list[float]]:
     """Round trip and worker time (the reply's `timings.total_ms`) of each query, ms."""
     async with MemoryClient(settings) as client:
@@ -649,18 +636,13 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
         progress("kafka hops")
         out.update(hop_figures(live, size["hops"], repeats))
         time.sleep(1.0)
-        cpu = _cpu_seconds(procs[0].pid)
+        cpu = cpu_seconds(procs[0].pid)
         time.sleep(size["idle_s"])
-        out["idle_worker_cpu_percent"] = round((_cpu_seconds(procs[0].pid) - cpu) / size["idle_s"] * 100, 2)
+        out["idle_worker_cpu_percent"] = round((cpu_seconds(procs[0].pid) - cpu) / size["idle_s"] * 100, 2)
         procs.append(start_worker(live, home / "worker-2.log", name="worker-2"))
         progress("a second worker joins")
-        if asyncio.run(_workers_serving(live, {"worker-1", "worker-2"}, 90)):
-            out["ingest_turns_per_s_2_workers"] = figure(
-                _ingest_rates(live, size["ingest"], repeats, "two", totals, progress), 1
-            )
-        else:
-            out["ingest_turns_per_s_2_workers"] = None
-            out["ingest_2_workers_error"] = "the workers did not share the partitions within 90 s (mock cluster SyncGroup race)"
+        asyncio.run(wait_for_workers(live, {"worker-1", "worker-2"}, 90))
+        out["ingest_turns_per_s_2_workers"] = figure(_ingest_rates(live, size["ingest"], repeats, "two", totals, progress), 1)
         return out
     finally:
         for proc in procs:
@@ -857,15 +839,6 @@ async def _first_answer(client: MemoryClient, worker: subprocess.Popen[bytes], g
     raise QueryTimeout(f"no worker answered for graph {graph!r} within {TAKEOVER_DEADLINE_S:g} s")
 
 
-def _health(port: int) -> dict[str, Any]:
-    """A worker's `/health` (served with 503 while a partition is not ready)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return json.loads(err.read())
-
-
 async def _takeover(live: Settings, name: str, graph: str, text: str, procs: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
     """Start a worker with no state (a new name, so a new data directory) and
     time it from just before its process starts until the first activation
@@ -879,7 +852,7 @@ async def _takeover(live: Settings, name: str, graph: str, text: str, procs: lis
         reply = await _first_answer(client, worker, graph, text)
         seconds = time.perf_counter() - started
         [digests] = await client.digests(graph)
-    recovery = (await asyncio.to_thread(_health, port))["recoveries"]["0"]
+    recovery = (await asyncio.to_thread(health, port))["recoveries"]["0"]
     return {
         "seconds": seconds, "turns": reply.stats.turns, "recovery_s": recovery["seconds"],
         "records_read": recovery["records_read"], "checkpoint": recovery["checkpoint"],
@@ -1008,6 +981,15 @@ LIMITS = {
         "takeover_s_history_10x_no_snapshots / takeover_s_history_10x",
         lambda m: m("takeover_s_history_10x_no_snapshots") / m("takeover_s_history_10x"), 5.0, True,
     ),
+    # The work divides: the same turns cost the workers no more CPU in all when there are more of them.
+    "worker_cpu_2_vs_1": Limit(
+        "worker_cpu_ms_per_turn_2 / worker_cpu_ms_per_turn_1",
+        lambda m: m("worker_cpu_ms_per_turn_2") / m("worker_cpu_ms_per_turn_1"), 1.15, False,
+    ),
+    "worker_cpu_3_vs_1": Limit(
+        "worker_cpu_ms_per_turn_3 / worker_cpu_ms_per_turn_1",
+        lambda m: m("worker_cpu_ms_per_turn_3") / m("worker_cpu_ms_per_turn_1"), 1.15, False,
+    ),
 }
 
 
@@ -1035,10 +1017,12 @@ def limits(figures: dict[str, Any]) -> dict[str, Any]:
 def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> dict[str, Any]:
     size = (
         dict(extract=100, fold_turns=1500, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
-             hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2)
+             hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2,
+             scale_turns=150, handoff_turns=600)
         if quick
         else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
-                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3)
+                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3,
+                  scale_turns=1500, handoff_turns=12_000)
     )
     figures: dict[str, Any] = {"quick": quick, "machine": machine()}
     progress("extraction")
@@ -1053,6 +1037,9 @@ def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> di
     figures.update(in_process_recovery_figures(size["recovery_turns"], size["repeats"], settings.graph))
     figures.update(pipeline_figures(settings, size, progress))
     figures.update(takeover_figures(settings, size["takeover_turns"], size["repeats"], progress))
+    progress("scaling out: CPU per turn, hand-offs")
+    handoff_history = history_log(conversations(size["handoff_turns"], Shape(graphs=SCALE_GRAPHS)), 1, settings.graph).log
+    figures.update(scaling_figures(settings, size, handoff_history, progress))
     figures["limits"] = limits(figures)
     return figures
 

@@ -8,12 +8,15 @@ the sample conversation and small helpers.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from emgas.processors.events import ActivationReply, Turn
@@ -47,7 +50,7 @@ def free_port() -> int:
 
 def start_worker(
     settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, loglevel: str = "WARNING",
 ) -> subprocess.Popen[bytes]:
     """`emgas worker` as a child process on the given broker and home, its web
     server (metrics, health) on `web_port` (default: a free port); `env`:
@@ -65,7 +68,7 @@ def start_worker(
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "emgas", "worker", "--loglevel", "WARNING"],
+            [sys.executable, "-m", "emgas", "worker", "--loglevel", loglevel],
             env=environment, stdout=log, stderr=subprocess.STDOUT,
         )
 
@@ -80,9 +83,9 @@ def stop_worker(worker: subprocess.Popen[bytes], timeout_s: float = 30.0) -> Non
             worker.wait()
 
 
-async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadline_s: float) -> None:
-    """Poll each graph's stats until it has applied `expected[graph]` turns
-    (0: until any reply comes, i.e. a worker serves the graph's partition)."""
+async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadline_s: float, poll_s: float = 0.05) -> None:
+    """Poll each graph's stats, every `poll_s`, until it has applied `expected[graph]`
+    turns (0: until any reply comes, i.e. a worker serves the graph's partition)."""
     deadline = time.monotonic() + deadline_s
     for graph, count in expected.items():
         while True:
@@ -95,7 +98,7 @@ async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadlin
                 continue
             if count == 0 or (isinstance(reply, ActivationReply) and reply.stats.turns >= count):
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(poll_s)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -108,3 +111,34 @@ def resident_bytes(pid: int | str = "self") -> int:
     """Resident set size of a process, from /proc/PID/statm (Linux)."""
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used, user + system, from /proc/PID/stat (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def health(port: int) -> dict:
+    """A worker's `/health` (it answers 503 while a partition catches up, with the same body)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return json.loads(err.read())
+
+
+async def wait_for_workers(settings: Settings, names: set[str], deadline_s: float = 120) -> None:
+    """Until the partitions are spread over exactly the workers `names` (each answers for one)."""
+    deadline = time.monotonic() + deadline_s
+    async with MemoryClient(settings) as client:
+        while True:
+            try:
+                if {getattr(r, "worker", None) for r in await client.digests(timeout_s=5)} == names:
+                    return
+            except QueryTimeout:  # a partition between owners: ask again
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"partitions not spread over {sorted(names)} in {deadline_s:g} s")
+            await asyncio.sleep(0.2)

@@ -6,10 +6,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import json
 import subprocess
 import sys
-import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +20,9 @@ from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.streams.client import MemoryClient
-from emgas.streams.errors import QueryTimeout
-from emgas.tools.harness import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import (  # noqa: F401 - wait_for_workers: the tests import it from here
+    free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,
+)
 from emgas.streams.embedded import MockCluster
 from emgas.streams.local import start_embedded
 from emgas.streams.settings import Settings
@@ -45,7 +44,7 @@ class Live:
 
     def health(self, name: str) -> dict:
         """The worker's `/health` (200 or 503 alike)."""
-        return _get_json(f"http://127.0.0.1:{self.web_ports[name]}/health")
+        return health(self.web_ports[name])
 
     def metrics(self, name: str) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.web_ports[name]}/metrics", timeout=10) as response:
@@ -115,22 +114,6 @@ async def live_digests(settings: Settings) -> list[DigestReply]:
         return await client.digests()  # type: ignore[return-value]
 
 
-async def wait_for_workers(settings: Settings, names: set[str], deadline_s: float = 120) -> None:
-    """Until the partitions are spread over exactly the workers `names` (each answers for one)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + deadline_s
-    async with MemoryClient(settings) as client:
-        while True:
-            try:
-                if {r.worker for r in await client.digests(timeout_s=5)} == names:  # type: ignore[union-attr]
-                    return
-            except QueryTimeout:  # a partition between owners: ask again
-                pass
-            if loop.time() > deadline:
-                raise AssertionError(f"partitions not spread over {sorted(names)} in {deadline_s:g} s")
-            await asyncio.sleep(0.2)
-
-
 def offline_digests(turns: list[Turn], settings: Settings) -> dict[str, str]:
     """graph_id -> digest of the graph built in-process from `turns`: the
     same extraction and fold as a worker, with no broker."""
@@ -148,11 +131,3 @@ def digests_by_graph(replies: list[DigestReply]) -> dict[str, str]:
 
 def run(coro):  # noqa: ANN001, ANN201 - a test helper
     return asyncio.run(coro)
-
-
-def _get_json(url: str) -> dict:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as err:  # /health answers 503 while recovering, with the same body
-        return json.loads(err.read())

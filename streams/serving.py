@@ -1,0 +1,202 @@
+"""Answering queries outside the consumer group, so hand-offs do not pause graphs.
+
+The group protocol stops every member's partitions for the whole of a
+rebalance (eager rebalancing: aiokafka has no cooperative protocol), and
+the new owner of a partition then catches up before it can answer. So the
+queries topic is not consumed through the group: each worker reads every
+partition of it by manual assignment (no group, never paused) and answers
+the partitions it is the *announced owner* of:
+
+- when a graph-events partition becomes ready here (caught up after an
+  assignment), the worker announces it: a record on `emgas.owners`
+  (compacted, key = the partition, value = the worker's name);
+- a worker answers partition p while the latest announcement of p names
+  it: whether p is assigned to it and ready, or was revoked from it and
+  its new owner is still catching up. So the previous owner keeps serving,
+  from its state as of the hand-off, until the new one announces itself;
+- while covering (p no longer assigned here), it answers read-only: no
+  reinforcement is appended (the new owner may answer the same query once
+  it has announced, and a query must reinforce at most once), and digest
+  queries, which must reflect the owner's state, are left to the owner;
+- a partition assigned here but still catching up, whose latest
+  announcement names no one else, holds its queries until it is ready.
+
+A query both answer in the instant of an announcement gets two replies;
+the client keeps the first (replies are matched by request id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from emgas.processors.codec import decode_request, encode
+from emgas.processors.errors import DecodeError
+from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
+from emgas.streams.metrics import Metrics
+from emgas.streams.partitions import PartitionStates
+from emgas.streams.recovery import Recovery
+from emgas.streams.settings import Settings
+
+log = logging.getLogger(__name__)
+Send = Callable[[str, bytes | None, bytes, int | None], Awaitable[Any]]
+Append = Callable[[list[GraphEvent]], Awaitable[Any]]
+DeadLetter = Callable[[Any, DecodeError], Awaitable[None]]
+POLL_MS = 100  # longest wait for records, so announcements are made promptly
+
+
+class Owners:
+    """Partition -> the worker whose announcement of it is the latest (read from `emgas.owners`)."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.latest: dict[int, str] = {}
+
+    def read(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            return
+        try:
+            self.latest[int(key)] = value.decode()
+        except (ValueError, UnicodeDecodeError):
+            log.warning("ignored a record of the owners topic that names no partition: key %r", key)
+
+    def announced_here(self, partition: int) -> bool:
+        return self.latest.get(partition) == self.me
+
+    def announced_elsewhere(self, partition: int) -> bool:
+        return self.latest.get(partition, self.me) != self.me
+
+
+class QueryServer:
+    """Reads every queries partition and the owners topic; answers as the module says."""
+
+    def __init__(
+        self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
+        send: Send, append: Append, to_dlq: DeadLetter,
+    ) -> None:
+        self.settings = settings
+        self.states = states
+        self.recovery = recovery
+        self.metrics = metrics
+        self.send = send
+        self.append = append
+        self.to_dlq = to_dlq
+        self.owners = Owners(settings.worker_name)
+        self._announced: set[int] = set()
+        self._held: set[asyncio.Task[None]] = set()
+        self.leaving = False  # set by `hand_over`: announce nothing more
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap_servers(), enable_auto_commit=False,
+            fetch_max_wait_ms=self.settings.fetch_max_wait_ms, check_crcs=False, **self.settings.kafka_options(),
+        )
+        await consumer.start()
+        try:
+            await self._assign(consumer)
+            while True:
+                batches = await consumer.getmany(timeout_ms=POLL_MS)
+                for tp, records in batches.items():
+                    for record in records:
+                        await self._take(tp.topic, record)
+                await self._announce()
+        finally:
+            for task in self._held:
+                task.cancel()
+            await consumer.stop()
+
+    async def _assign(self, consumer: AIOKafkaConsumer) -> None:
+        """Every queries partition from one query timeout ago (older queries' clients
+        have given up), every owners partition from its start (it is compacted: the
+        latest word per partition)."""
+        queries = [TopicPartition(self.settings.queries_topic, p) for p in range(self.settings.partitions)]
+        owners = [TopicPartition(self.settings.owners_topic, p) for p in range(OWNERS_PARTITIONS)]
+        consumer.assign(queries + owners)
+        since_ms = int((time.time() - self.settings.query_timeout_s) * 1000)
+        found = await consumer.offsets_for_times({tp: since_ms for tp in queries})
+        for tp in queries:
+            if found.get(tp) is None:
+                await consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, found[tp].offset)
+        await consumer.seek_to_beginning(*owners)
+
+    async def _take(self, topic: str, record: Any) -> None:
+        if topic == self.settings.owners_topic:
+            self.owners.read(record.key, record.value)
+            return
+        partition = record.partition
+        if partition in self.recovery.ready_partitions():
+            await self._answer(record, covering=False)
+        elif partition in self.recovery.assigned_partitions() and not self.owners.announced_elsewhere(partition):
+            task = asyncio.create_task(self._answer_when_ready(record))
+            self._held.add(task)
+            task.add_done_callback(self._held.discard)
+        elif self.owners.announced_here(partition):
+            await self._answer(record, covering=True)
+
+    async def _answer_when_ready(self, record: Any) -> None:
+        if await self.recovery.wait(record.partition):
+            await self._answer(record, covering=False)
+
+    async def _answer(self, record: Any, covering: bool) -> None:
+        try:
+            request = decode_request(record.value)
+        except DecodeError as err:
+            if not covering:  # the owner dead-letters it; a worker covering for one leaves it be
+                await self.to_dlq(record, err)
+            return
+        if covering and isinstance(request, DigestQuery):
+            return
+        reply, due = self.states.worker(record.partition).on_request(request, time.perf_counter)
+        self._count(request, reply, covering)
+        await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
+        if not covering:
+            await self.append(due)
+
+    def _count(self, request: Any, reply: Reply, covering: bool) -> None:
+        self.metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
+        if covering:
+            self.metrics.covered.inc()
+        if isinstance(reply, ActivationReply):
+            self.metrics.latency.observe(reply.timings.total_ms / 1000.0)
+
+    async def hand_over(self, leave_group: Callable[[], None], timeout_s: float) -> list[int]:
+        """Before this worker stops: leave the group, so its partitions move now,
+        and keep answering them (covering) until each is announced by its new
+        owner, for `timeout_s` at most. The partitions not handed over in time."""
+        mine = [p for p in range(self.settings.partitions) if self.owners.announced_here(p)]
+        self.leaving = True
+        if not mine:
+            return []
+        leave_group()
+        deadline = time.monotonic() + timeout_s
+        while any(self.owners.announced_here(p) for p in mine) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        left = [p for p in mine if self.owners.announced_here(p)]
+        log.info("handed over partitions %s%s", [p for p in mine if p not in left],
+                 f"; not in {timeout_s:g} s: {left}" if left else "")
+        return left
+
+    async def _announce(self) -> None:
+        """Name this worker the owner of each partition newly ready here."""
+        ready = set(self.recovery.ready_partitions()) if not self.leaving else set()
+        self._announced &= ready
+        for partition in sorted(ready - self._announced):
+            try:
+                await self.send(self.settings.owners_topic, str(partition).encode(),
+                                self.settings.worker_name.encode(), OWNERS_PARTITIONS - 1)
+            except KafkaError as err:
+                log.warning("could not announce partition %s: %s (trying again)", partition, err)
+                return
+            self._announced.add(partition)
+            log.info("partition %s: announced as served here", partition)
+
+
+OWNERS_PARTITIONS = 1  # a handful of small records: one partition keeps them in order
