@@ -47,6 +47,8 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     return {
         settings.graph_events_topic: {"retention.ms": "-1", "retention.bytes": "-1"},
         settings.replies_topic: {"retention.ms": str(settings.replies_retention_ms)},
+        # Queries are answered within their timeout or never: kept as long as replies.
+        settings.queries_topic: {"retention.ms": str(settings.replies_retention_ms)},
         settings.dlq_topic: {"retention.ms": str(settings.dlq_retention_ms)},
         settings.owners_topic: {"cleanup.policy": "compact"},  # the latest owner of each partition
     }

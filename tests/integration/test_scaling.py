@@ -83,7 +83,7 @@ def test_three_workers_joined_one_by_one_while_turns_and_queries_flow(tmp_path):
         run(publish_and_wait(live.settings, turns[:30], 30, turns_per_graph(turns[:30])))
 
         async def scenario() -> None:
-            async with MemoryClient(live.settings) as client, Availability(live.settings, sorted(expected)) as probe:
+            async with MemoryClient(live.settings) as client, Availability(live.settings, sorted(expected), pause_s=0.1) as probe:
                 publishing = asyncio.create_task(client.publish(turns[30:], chunk=5))
                 live.start("worker-2")
                 await wait_for_workers(live.settings, {"worker-1", "worker-2"}, deadline_s=90)
