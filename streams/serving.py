@@ -18,8 +18,9 @@ the partitions it is the *announced owner* of:
   reinforcement is appended (the new owner may answer the same query once
   it has announced, and a query must reinforce at most once), and digest
   queries, which must reflect the owner's state, are left to the owner;
-- a partition assigned here but still catching up, whose latest
-  announcement names no one else, holds its queries until it is ready.
+- a partition assigned back to the worker that announced it is covered
+  the same way until it has caught up; one nobody has announced yet (a
+  first start) holds its queries until it is ready.
 
 A query both answer in the instant of an announcement gets two replies;
 the client keeps the first (replies are matched by request id).
@@ -139,12 +140,13 @@ class QueryServer:
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)
-        elif partition in self.recovery.assigned_partitions() and not self.owners.announced_elsewhere(partition):
+        elif self.owners.announced_here(partition):  # revoked, or given back and still catching up
+            await self._answer(record, covering=True)
+        elif partition in self.recovery.assigned_partitions() and partition not in self.owners.latest:
+            # Never announced by anyone (a new log, a first start): nobody else can answer.
             task = asyncio.create_task(self._answer_when_ready(record))
             self._held.add(task)
             task.add_done_callback(self._held.discard)
-        elif self.owners.announced_here(partition):
-            await self._answer(record, covering=True)
 
     async def _answer_when_ready(self, record: Any) -> None:
         if await self.recovery.wait(record.partition):

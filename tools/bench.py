@@ -1018,11 +1018,11 @@ def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> di
     size = (
         dict(extract=100, fold_turns=1500, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
              hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2,
-             scale_turns=150, handoff_turns=600)
+             scale_turns=150, handoff_turns=600, scale_repeats=1)
         if quick
         else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
                   rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3,
-                  scale_turns=1500, handoff_turns=12_000)
+                  scale_turns=1500, handoff_turns=12_000, scale_repeats=3)
     )
     figures: dict[str, Any] = {"quick": quick, "machine": machine()}
     progress("extraction")

@@ -173,7 +173,7 @@ def availability_figures(settings: Settings, events: list[GraphEvent], repeats: 
 
 def scaling_figures(settings: Settings, size: dict[str, Any], history: list[GraphEvent], progress: Progress) -> dict[str, Any]:
     return {
-        **cpu_figures(settings, size["scale_turns"], size["repeats"], progress),
-        **availability_figures(settings, history, size["repeats"], progress),
+        **cpu_figures(settings, size["scale_turns"], size["scale_repeats"], progress),
+        **availability_figures(settings, history, size["scale_repeats"], progress),
     }
 

@@ -86,7 +86,8 @@ SETTINGS = Settings(broker="kafka:9092", replies_retention_ms=60_000, dlq_retent
         ("emgas.replies", {"retention.ms": "60000"}),
         ("emgas.dlq", {"retention.ms": "86400000"}),
         ("emgas.turns", None),  # broker default
-        ("emgas.queries", None),  # broker default
+        ("emgas.queries", {"retention.ms": "60000"}),  # answered within the timeout or never: as replies
+        ("emgas.owners", {"cleanup.policy": "compact"}),  # the latest announcement per partition
     ],
 )
 def test_topic_configs(topic, expected):
