@@ -1022,7 +1022,7 @@ def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> di
         if quick
         else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
                   rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3,
-                  scale_turns=1500, handoff_turns=12_000, scale_repeats=3)
+                  scale_turns=1500, handoff_turns=4000, scale_repeats=3)
     )
     figures: dict[str, Any] = {"quick": quick, "machine": machine()}
     progress("extraction")
