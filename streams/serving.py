@@ -156,8 +156,9 @@ class QueryServer:
         try:
             request = decode_request(record.value)
         except DecodeError as err:
-            if not covering:  # the owner dead-letters it; a worker covering for one leaves it be
-                await self.to_dlq(record, err)
+            # Whoever answers the partition dead-letters it (twice, in the instant of an
+            # announcement: a duplicate dead letter rather than a lost one).
+            await self.to_dlq(record, err)
             return
         if covering and isinstance(request, DigestQuery):
             return
