@@ -27,7 +27,7 @@ def test_bench_quick_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
         [sys.executable, "-m", "emgas", "bench", "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=1500, env={**os.environ, "EMGAS_HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())
