@@ -178,11 +178,13 @@ class QueryServer:
     async def hand_over(self, leave_group: Callable[[], None], timeout_s: float) -> list[int]:
         """Before this worker stops: leave the group, so its partitions move now,
         and keep answering them (covering) until each is announced by its new
-        owner, for `timeout_s` at most. The partitions not handed over in time."""
+        owner, for `timeout_s` at most. The partitions not handed over. A worker
+        alone (no other worker has ever announced a partition) stops at once."""
         mine = [p for p in range(self.settings.partitions) if self.owners.announced_here(p)]
         self.leaving = True
-        if not mine:
-            return []
+        others = set(self.owners.latest.values()) - {self.owners.me}
+        if not mine or not others:  # nobody else has ever announced a partition: no one to hand over to
+            return mine
         leave_group()
         deadline = time.monotonic() + timeout_s
         while any(self.owners.announced_here(p) for p in mine) and time.monotonic() < deadline:

@@ -1,0 +1,51 @@
+"""Who answers a partition's queries (streams.serving): the owners board and the hand-over."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from emgas.streams.serving import Owners, QueryServer
+
+
+def test_the_latest_announcement_of_a_partition_names_who_answers_it():
+    owners = Owners("w1")
+    for key, value in [(b"0", b"w1"), (b"1", b"w2"), (b"0", b"w3"), (b"x", b"w9"), (None, b"w9")]:
+        owners.read(key, value)
+    assert owners.latest == {0: "w3", 1: "w2"}
+    assert not owners.announced_here(0) and owners.announced_elsewhere(0)
+    assert not owners.announced_elsewhere(5)  # never announced: nobody else answers it
+
+
+def server(me: str, announcements: dict[int, str]) -> QueryServer:
+    settings = SimpleNamespace(worker_name=me, partitions=3)
+    query_server = QueryServer(settings, None, None, None, None, None, None)  # type: ignore[arg-type]
+    query_server.owners.latest = dict(announcements)
+    return query_server
+
+
+@pytest.mark.parametrize("announcements, leaves, kept", [
+    ({0: "w1", 1: "w1", 2: "w1"}, False, [0, 1, 2]),  # alone: stops at once, nothing to hand over to
+    ({}, False, []),  # never announced anything
+])
+def test_a_worker_with_no_one_to_hand_over_to_stops_at_once(announcements, leaves, kept):
+    left = []
+    query_server = server("w1", announcements)
+    assert asyncio.run(query_server.hand_over(lambda: left.append(True), timeout_s=30)) == kept
+    assert bool(left) == leaves and query_server.leaving
+
+
+def test_a_worker_hands_over_until_the_new_owners_have_announced():
+    query_server = server("w1", {0: "w1", 1: "w2"})
+
+    async def scenario() -> list[int]:
+        async def new_owner_announces() -> None:
+            await asyncio.sleep(0.1)
+            query_server.owners.read(b"0", b"w2")
+
+        announcing = asyncio.create_task(new_owner_announces())
+        kept = await query_server.hand_over(lambda: None, timeout_s=5)
+        await announcing
+        return kept
+
+    assert asyncio.run(scenario()) == []  # handed over
