@@ -133,6 +133,8 @@ class SyncGroupGuard:
         send = coordinator._send_req
 
         async def translated(sync_request: Any) -> Any:
+            if sync_request is not request:  # another request sent meanwhile (a commit): untouched
+                return await send(sync_request)
             if self.fail_first > 0:
                 self.fail_first -= 1
                 log.warning("test hook: SyncGroup refused with INVALID_REQUEST (%d more to refuse)", self.fail_first)
