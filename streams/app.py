@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import faust
 from faust.types import TP
@@ -42,7 +42,7 @@ from emgas.processors.events import Forget, GraphEvent
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.checkpoint import Checkpoint
-from emgas.streams.dlq import dead_letter
+from emgas.streams.dlq import dead_letter, guarded
 from emgas.streams.faust_transport import App
 from emgas.streams.membership import GroupWatch, guard_sync_groups, watch_group
 from emgas.streams.metrics import Metrics, register_pages
@@ -163,18 +163,6 @@ def _topic(app: faust.App, name: str, partitions: int) -> Any:
     return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
 
 
-def guarded(decode: Callable[[bytes], Any], raw: bytes) -> Any:
-    """`decode(raw)`; an unexpected failure of the decoder (a bug) becomes a
-    dead letter too, so no input can stop an agent."""
-    try:
-        return decode(raw)
-    except DecodeError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - turned into a dead letter, logged with its traceback
-        log.exception("decoder failed on a message")
-        raise DecodeError("decoder_error", f"{type(exc).__name__}: {exc}") from None
-
-
 def _register_agents(
     app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics
 ) -> None:
@@ -198,16 +186,6 @@ def _register_agents(
         await app.producer.send_and_wait(
             settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
         )
-
-    async def decoded(stream: Any, decode: Callable[[bytes], Any]) -> AsyncIterator[tuple[Any, Any]]:
-        """(message, event) for each message that decodes; the rest go to the DLQ."""
-        async for event in stream.events():
-            try:
-                value = guarded(decode, event.message.value)
-            except DecodeError as err:
-                await to_dlq(event.message, err)
-                continue
-            yield event.message, value
 
     @app.agent(turns, name="extract")
     async def extract_turns(stream: Any) -> None:

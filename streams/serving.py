@@ -39,6 +39,7 @@ from aiokafka.errors import KafkaError
 from emgas.processors.codec import decode_request, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
+from emgas.streams.dlq import guarded
 from emgas.streams.metrics import Metrics
 from emgas.streams.partitions import PartitionStates
 from emgas.streams.recovery import Recovery
@@ -154,7 +155,7 @@ class QueryServer:
 
     async def _answer(self, record: Any, covering: bool) -> None:
         try:
-            request = decode_request(record.value)
+            request = guarded(decode_request, record.value)
         except DecodeError as err:
             # Whoever answers the partition dead-letters it (twice, in the instant of an
             # announcement: a duplicate dead letter rather than a lost one).
