@@ -16,11 +16,16 @@ Ranking: score = activation · (h + (1 − h) · specificity), where
 specificity = log(N / c(x)) / log(N) and h = `hub_floor`. Hubs mentioned
 in nearly every turn (speaker names, "today") carry little information, so
 they rank low, yet a query about a hub alone still finds its passages.
-A passage's score is the sum of the scores of the top-N concepts it mentions.
+A passage's score is the sum of the scores of the top-N concepts it
+mentions; then its place in the conversation adjusts it: neighbouring
+turns share its score, a passage said by a person the query names is
+boosted, and a session shares its summed score with all its turns
+(`rank_passages`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -52,6 +57,11 @@ class ActivationParams(BaseModel):
     # context_window places of them in the same session (0: off).
     context_window: int = Field(default=2, ge=0, le=20)
     context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    # A passage said by a person the query names scores (1 + speaker_boost) ×.
+    speaker_boost: float = Field(default=1.0, ge=0.0, le=10.0)
+    # Each turn of a session gets session_weight × the session's summed
+    # passage scores / its number of turns (0: off).
+    session_weight: float = Field(default=0.3, ge=0.0, le=1.0)
     # Share of a concept's outgoing weight that flows up to its topic nodes
     # (see `state.view.GraphView.neighbours`); 0: topics take no part.
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
@@ -112,30 +122,92 @@ def top_concepts(scores: np.ndarray, activation: np.ndarray, n: int, ids: Sequen
     return sorted((int(i) for i in active), key=lambda i: (-scores[i], ids[i]))[:n]
 
 
+@dataclass(frozen=True)
+class Surroundings:
+    """Where passages sit in their conversation, as the ranking reads it
+    (the graph's view supplies these)."""
+
+    neighbours: Callable[[str, int], Sequence[tuple[str, int]]]  # (passage, window) -> (turn, distance)
+    session_of: Callable[[str], str | None]  # passage -> its session (None: it has none)
+    members: Callable[[str], Sequence[str]]  # session -> its turns
+    speaker_of: Callable[[str], str]  # passage -> its speaker's key
+
+
+def named_speakers(seeds: Iterable[str], speakers: Iterable[str]) -> frozenset[str]:
+    """The speakers a query names: those whose every name word is a seed."""
+    found = set(seeds)
+    return frozenset(s for s in speakers if s and set(s.split(" ")) <= found)
+
+
 def rank_passages(
     scored_concepts: Iterable[tuple[float, Sequence[str]]],
     k: int,
-    context: Callable[[str], Sequence[tuple[str, int]]] | None = None,
-    context_weight: float = 0.0,
+    surroundings: Surroundings | None = None,
+    params: ActivationParams | None = None,
+    named: frozenset[str] = frozenset(),
 ) -> list[tuple[str, float]]:
-    """Top-k passages by the summed score of the concepts pointing at them.
+    """Top-k passages, best first; ties by passage id, so the order is deterministic.
 
-    `scored_concepts` yields (concept score, its source passage ids). With
-    `context` (passage -> its neighbouring turns in the conversation, with
-    their distance) each passage also passes `context_weight` × its score
-    to its neighbours: the turn that answers a question often follows (or
-    precedes) the one that names its subject. Ties are broken by passage id
-    so the order is deterministic.
+    `scored_concepts` yields (concept score, its source passage ids). A
+    passage's score is the sum of the scores of the concepts pointing at
+    it; with `surroundings` and `params`, then (in this order) the context,
+    speaker and session steps below adjust it.
     """
     totals: dict[str, float] = {}
     for score, passage_ids in scored_concepts:
         for pid in passage_ids:
             totals[pid] = totals.get(pid, 0.0) + score
-    if context is not None and context_weight > 0:
-        spread_out = dict(totals)
-        for pid, score in totals.items():
-            for other, _ in context(pid):
-                spread_out[other] = spread_out.get(other, 0.0) + context_weight * score
-        totals = spread_out
+    if surroundings is not None and params is not None:
+        totals = share_with_neighbours(totals, surroundings, params.context_window, params.context_weight)
+        totals = boost_speakers(totals, surroundings, named, params.speaker_boost)
+        totals = share_with_sessions(totals, surroundings, params.session_weight)
     ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
     return ranked[:k]
+
+
+def share_with_neighbours(
+    totals: dict[str, float], surroundings: Surroundings, window: int, weight: float
+) -> dict[str, float]:
+    """Each passage p passes weight × score(p) to every turn within `window`
+    places of it in the same session: the turn that answers a question often
+    follows (or precedes) the one that names its subject."""
+    if window <= 0 or weight <= 0:
+        return totals
+    out = dict(totals)
+    for pid, score in totals.items():
+        for other, _ in surroundings.neighbours(pid, window):
+            out[other] = out.get(other, 0.0) + weight * score
+    return out
+
+
+def boost_speakers(
+    totals: dict[str, float], surroundings: Surroundings, named: frozenset[str], boost: float
+) -> dict[str, float]:
+    """score × (1 + boost) for the passages a person the query names said:
+    "what does Melanie play?" is answered by Melanie's turns, yet her name,
+    a hub, cannot tell her turns from her friend's replies to her."""
+    if not named or boost <= 0:
+        return totals
+    return {pid: score * (1.0 + boost) if surroundings.speaker_of(pid) in named else score
+            for pid, score in totals.items()}
+
+
+def share_with_sessions(totals: dict[str, float], surroundings: Surroundings, weight: float) -> dict[str, float]:
+    """Each turn of session s gets weight × S(s) / |s|, where S(s) is the sum
+    of the scores of s's passages and |s| its number of turns: a session
+    that talks about the question's subject lifts its turns that use other
+    words for it."""
+    if weight <= 0:
+        return totals
+    by_session: dict[str, float] = {}
+    for pid, score in totals.items():
+        session = surroundings.session_of(pid)
+        if session is not None:
+            by_session[session] = by_session.get(session, 0.0) + score
+    out = dict(totals)
+    for session in sorted(by_session):  # a fixed order: float sums do not depend on dict order
+        members = surroundings.members(session)
+        share = weight * by_session[session] / len(members)
+        for pid in members:
+            out[pid] = out.get(pid, 0.0) + share
+    return out

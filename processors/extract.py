@@ -29,6 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from emgas.processors.events import Concept, Turn, TurnIngested
 
 _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
+_POSSESSIVE = re.compile(r"['’]s$")
+# Bumped whenever the same text and parameters give other concepts, so
+# events say which extraction made them (2: possessives are stripped).
+REVISION = 2
 _JIEBA_POS = ("n", "nr", "ns", "nt", "nz", "nw", "vn", "eng", "an", "l", "i")
 jieba.setLogLevel(logging.WARNING)
 
@@ -62,6 +66,7 @@ def extractor_id(params: ExtractionParams) -> str:
     return (
         f"{method}+simplemma-{_version('simplemma')}+jieba-{_version('jieba')}/k{params.max_concepts}"
         + ("+speaker" if params.include_speaker else "")
+        + f"+r{REVISION}"
     )
 
 
@@ -82,7 +87,20 @@ def normalise(phrase: str, language: str) -> str:
     """Concept id: lower-cased lemmas joined by single spaces ("Consumers" -> "consumer")."""
     tokens = _TOKEN.findall(phrase.lower())
     lang = "en" if language == "zh" else language
-    return " ".join(simplemma.lemmatize(t, lang=lang).lower() for t in tokens)
+    return " ".join(lemma(t, lang) for t in tokens)
+
+
+@lru_cache(maxsize=4096)
+def speaker_key(speaker: str) -> str:
+    """How a speaker's name appears among concept ids ("Joanna" -> "joanna"),
+    so a query that names a person can be matched to the turns they spoke."""
+    return normalise(speaker, "en")
+
+
+def lemma(word: str, language: str) -> str:
+    """Lower-cased lemma of one token; a possessive 's is dropped first
+    ("Joanna's" -> "joanna"), so a name and its possessive are one concept."""
+    return simplemma.lemmatize(_POSSESSIVE.sub("", word.lower()), lang=language).lower()
 
 
 def extract(text: str, params: ExtractionParams, language: str | None = None) -> tuple[Concept, ...]:
@@ -107,14 +125,14 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
     stopwords = _yake(language, 1, 1).stopword_set
     found: dict[str, tuple[float, int, str]] = {}
     for position, match in enumerate(_TOKEN.finditer(text)):
-        word = match.group()
+        word = _POSSESSIVE.sub("", match.group())
         lower = word.lower()
         if lower in stopwords or lower.isdigit() or len(lower) < 2:
             continue
         previous = _previous_char(text, match.start())
         proper = word[0].isupper() and previous is not None and previous not in _SENTENCE_END
         importance = PROPER_IMPORTANCE if proper else WORD_IMPORTANCE
-        cid = simplemma.lemmatize(lower, lang=language).lower()
+        cid = lemma(lower, language)
         first = found.get(cid)
         if first is None:
             found[cid] = (importance, position, word)
@@ -150,7 +168,7 @@ def content_words(text: str, language: str = "en") -> list[str]:
     """Lemmas of the words of `text` that are not stopwords (YAKE's list), lower case."""
     stopwords = _yake(language, 1, 1).stopword_set
     return [
-        simplemma.lemmatize(w, lang=language).lower() for w in _TOKEN.findall(text.lower()) if w not in stopwords
+        lemma(w, language) for w in _TOKEN.findall(text.lower()) if w not in stopwords
     ]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from emgas.processors.activation import (
     ActivationParams,
     concept_scores,
+    named_speakers,
     rank_passages,
     spread,
     top_concepts,
@@ -75,10 +76,9 @@ def answer(
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts, view.ids)
-    window = params.context_window
+    named = named_speakers(seeds, view.speakers())
     ranked = rank_passages(
-        ((scores[i], view.passage_ids[i]) for i in top), params.top_passages,
-        (lambda pid: view.context(pid, window)) if window > 0 else None, params.context_weight,
+        ((scores[i], view.passage_ids[i]) for i in top), params.top_passages, view.surroundings(), params, named,
     )
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()

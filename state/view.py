@@ -25,10 +25,11 @@ from typing import Iterable
 import numpy as np
 
 from emgas.processors.association import WeightKind, outgoing_weights, specificity
-from emgas.processors.activation import Neighbours
+from emgas.processors.activation import Neighbours, Surroundings
 from emgas.processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
 from emgas.processors.events import TopicNode
 from emgas.processors.evolve import Delta
+from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState
 from emgas.state import keys
@@ -69,6 +70,11 @@ class GraphView:
         # Where each passage sits: (session, seq) <-> turn id, for context.
         self.place_of: dict[str, tuple[str | None, int]] = {}
         self.turn_at: dict[tuple[str | None, int], str] = {}
+        # Who said each passage (`speaker_key`), and each session's turns
+        # in arrival order: what the ranking's speaker and session steps read.
+        self.speaker_of: dict[str, str] = {}
+        self._speaker_passages: dict[str, int] = {}  # speaker key -> passages held
+        self.session_turns: dict[str, dict[str, None]] = {}
         self.turns = 0
 
     @property
@@ -163,11 +169,46 @@ class GraphView:
         key = (passage.session_id, passage.seq)
         self.place_of[passage.turn_id] = key
         self.turn_at[key] = passage.turn_id
+        self._unfile_speaker(passage.turn_id)
+        speaker = self.speaker_of[passage.turn_id] = speaker_key(passage.speaker)
+        self._speaker_passages[speaker] = self._speaker_passages.get(speaker, 0) + 1
+        if passage.session_id is not None:
+            self.session_turns.setdefault(passage.session_id, {})[passage.turn_id] = None
 
     def forget_passage(self, turn_id: str) -> None:
         key = self.place_of.pop(turn_id, None)
+        self._unfile_speaker(turn_id)
         if key is not None:
             self.turn_at.pop(key, None)
+            members = self.session_turns.get(key[0]) if key[0] is not None else None
+            if members is not None:
+                members.pop(turn_id, None)
+                if not members:
+                    del self.session_turns[key[0]]
+
+    def session_of(self, turn_id: str) -> str | None:
+        place = self.place_of.get(turn_id)
+        return place[0] if place is not None else None
+
+    def members(self, session: str) -> list[str]:
+        """The turns of a session, in arrival order."""
+        return list(self.session_turns[session])
+
+    def surroundings(self) -> Surroundings:
+        return Surroundings(self.context, self.session_of, self.members, lambda pid: self.speaker_of.get(pid, ""))
+
+    def _unfile_speaker(self, turn_id: str) -> None:
+        speaker = self.speaker_of.pop(turn_id, None)
+        if speaker is not None:
+            left = self._speaker_passages[speaker] - 1
+            if left:
+                self._speaker_passages[speaker] = left
+            else:
+                del self._speaker_passages[speaker]
+
+    def speakers(self) -> set[str]:
+        """The speaker keys of the passages held."""
+        return set(self._speaker_passages)
 
     def context(self, turn_id: str, window: int) -> list[tuple[str, int]]:
         """Turns of the same session within `window` places of `turn_id`, with their distance."""

@@ -35,6 +35,11 @@ def _bench_replay(settings: Settings, args: argparse.Namespace) -> int:
 def _eval(settings: Settings, args: argparse.Namespace) -> int:
     from emgas.tools.evaluation import format_table, run_eval
 
+    if args.misses:
+        from emgas.tools.misses import run_misses
+
+        print(run_misses(args.data, settings, args.misses, args.conversation))
+        return 0
     figures = run_eval(args.data, settings, args.retriever or RETRIEVERS, args.conversation)
     print(format_table(figures))
     if args.json_out:
@@ -97,6 +102,8 @@ COMMANDS: tuple[Command, ...] = (
         arg("--retriever", action="append", choices=RETRIEVERS,
             help="retrievers to compare (repeatable; default: all five)"),
         arg("--conversation", action="append", default=[], help="only this conversation (repeatable)"),
+        arg("--misses", type=Path, help="instead of the figures: why emgas misses evidence at 10, per "
+            "question, written to this file as JSON (a summary per category is printed)"),
     )),
     Command("bench", "speed figures: extraction, the fold, ingest, queries, round trips, replay, forgetting, "
             "memory, and the limits they are held to", _bench, (

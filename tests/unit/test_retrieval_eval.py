@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-from emgas.processors.activation import rank_passages
 from emgas.processors.extract import ExtractionParams, ingest
 from emgas.tools.lexical import BM25
 from emgas.tools.walks import maibot_activation, personalised_pagerank
@@ -59,12 +58,6 @@ def test_maibot_activation_by_hand():
     # 0 → 1: 1 − 1/2 = 0.5; 1 → 2: 0.5 − 1/4 = 0.25; 0 → 3: 1 − 1 = 0 (not reached)
     assert got == {0: 1.0, 1: 0.5, 2: 0.25}
     assert maibot_activation(neighbours, [0, 2])[1] == pytest.approx(0.5 + 0.75)
-
-
-def test_passages_pass_a_share_of_their_score_to_their_neighbours():
-    context = {"t2": [("t1", 1), ("t3", 1)], "t9": []}
-    ranked = rank_passages([(1.0, ["t2"]), (0.5, ["t9"])], k=4, context=lambda p: context[p], context_weight=0.3)
-    assert ranked == [("t2", 1.0), ("t9", 0.5), ("t1", 0.3), ("t3", 0.3)]
 
 
 def test_the_speaker_name_can_become_a_concept():
