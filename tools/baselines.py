@@ -3,8 +3,11 @@
 `emgas` (the product: `state.retrieval.answer`), and the baselines:
 `ppr` (personalised PageRank over the same concept graph, as HippoRAG),
 `maibot` (MaiBot's breadth-first activation), `bm25` (over the passages'
-text) and `hybrid` (emgas and PPR fused by weighted reciprocal rank, the
-best of the fusions tried on LoCoMo: emgas+PPR, emgas+BM25, all three). Each maps a
+text), `hybrid` (emgas and PPR fused by weighted reciprocal rank, the
+best of the fusions tried on LoCoMo: emgas+PPR, emgas+BM25, all three),
+and, with the extra `emgas[dense]`, `dense` (all-MiniLM-L6-v2 vectors of
+the passages, cosine: what most memory systems use, see `tools.dense`)
+and `emgas+dense` (emgas and dense fused the same way). Each maps a
 question to the turn ids it returns, best first. The graph parts read the
 same view and seeds as the product; passages are scored the HippoRAG way,
 by summing the scores of the concepts that mention them.
@@ -27,10 +30,12 @@ from emgas.state.retrieval import answer, seed_ids
 from emgas.state.view import GraphView
 
 Retriever = Callable[[str], list[str]]
-NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid")
+NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid", "dense", "emgas+dense")
+DENSE = ("dense", "emgas+dense")  # need the extra emgas[dense]
 # Weighted reciprocal rank fusion: score = Σ w / (RRF_K + rank).
 RRF_K = 10
 HYBRID_WEIGHTS = {"emgas": 2.0, "ppr": 1.0}
+DENSE_HYBRID_WEIGHTS = {"emgas": 2.0, "dense": 1.0}
 HYBRID_DEPTH = 50  # how deep each list going into the fusion is
 MAIBOT_NODES = 10
 
@@ -84,11 +89,30 @@ def retrievers(
         return top(bm25.scores(text), depth)
 
     def hybrid(text: str) -> list[str]:
-        fused: dict[str, float] = {}
         lists = {"emgas": emgas(text, HYBRID_DEPTH), "ppr": ppr(text, HYBRID_DEPTH)}
-        for name, ranking in lists.items():
-            for r, pid in enumerate(ranking):
-                fused[pid] = fused.get(pid, 0.0) + HYBRID_WEIGHTS[name] / (RRF_K + r + 1)
-        return top(fused, k)
+        return top(fuse(lists, HYBRID_WEIGHTS), k)
 
-    return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "hybrid": hybrid}
+    dense_index: list = []  # built on first use: embedding every passage takes a while
+
+    def dense(text: str, depth: int = k) -> list[str]:
+        if not dense_index:
+            from emgas.tools.dense import DenseIndex
+
+            dense_index.append(DenseIndex((t, f"{p.speaker}: {p.text}") for t, p in texts.items()))
+        return top(dense_index[0].scores(text), depth)
+
+    def emgas_dense(text: str) -> list[str]:
+        lists = {"emgas": emgas(text, HYBRID_DEPTH), "dense": dense(text, HYBRID_DEPTH)}
+        return top(fuse(lists, DENSE_HYBRID_WEIGHTS), k)
+
+    return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "hybrid": hybrid,
+            "dense": dense, "emgas+dense": emgas_dense}
+
+
+def fuse(rankings: dict[str, list[str]], weights: dict[str, float]) -> dict[str, float]:
+    """Weighted reciprocal rank fusion: score(p) = Σ_lists w / (RRF_K + rank of p)."""
+    fused: dict[str, float] = {}
+    for name, ranking in rankings.items():
+        for r, pid in enumerate(ranking):
+            fused[pid] = fused.get(pid, 0.0) + weights[name] / (RRF_K + r + 1)
+    return fused

@@ -40,7 +40,7 @@ def _eval(settings: Settings, args: argparse.Namespace) -> int:
 
         print(run_misses(args.data, settings, args.misses, args.conversation))
         return 0
-    figures = run_eval(args.data, settings, args.retriever or RETRIEVERS, args.conversation)
+    figures = run_eval(args.data, settings, args.retriever or (), args.conversation, args.paper_style)
     print(format_table(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
@@ -100,7 +100,9 @@ COMMANDS: tuple[Command, ...] = (
         arg("--data", type=Path, required=True, help="directory with turns.jsonl and qa.jsonl"),
         arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
         arg("--retriever", action="append", choices=RETRIEVERS,
-            help="retrievers to compare (repeatable; default: all five)"),
+            help="retrievers to compare (repeatable; default: all; dense ones need emgas[dense])"),
+        arg("--paper-style", action="store_true", help="score as the LoCoMo paper's Table 3: all categories, "
+            "adversarial included, questions without evidence count as found"),
         arg("--conversation", action="append", default=[], help="only this conversation (repeatable)"),
         arg("--misses", type=Path, help="instead of the figures: why emgas misses evidence at 10, per "
             "question, written to this file as JSON (a summary per category is printed)"),

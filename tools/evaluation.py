@@ -5,13 +5,19 @@ fold as a worker (and, when the graph parameters have windows, the same
 decay ticks and consolidations, through `tools.driver.LocalLog`). Every
 question is asked as an activation query that does not reinforce, and the
 passages returned are scored against the evidence turn ids: recall@5,
-recall@10 and MRR, per category and overall. Adversarial questions
-(category 5) have no evidence and are left out.
+recall@10 and MRR, per category and overall, and recall@10 per
+conversation (the spread: a gain that comes from one conversation shows).
+Adversarial questions (category 5, whose right answer is "not mentioned")
+are left out. With `paper_style` the figures are computed as the LoCoMo
+paper's Table 3 does: all five categories, and a question without evidence
+(none given, or none that matches a turn) scores 1.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,13 +29,14 @@ from emgas.processors.events import Turn
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.processors.graph import GraphParams
 from emgas.tools.driver import LocalLog
-from emgas.tools.baselines import NAMES, retrievers
-from emgas.streams.errors import InputFileError
+from emgas.tools.baselines import DENSE, NAMES, retrievers
+from emgas.streams.errors import ConfigError, InputFileError
 
 if TYPE_CHECKING:
     from emgas.streams.settings import Settings
 
 CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
+ALL_CATEGORIES = {**CATEGORIES, 5: "5 adversarial"}  # paper style
 DEPTH = 10
 
 
@@ -46,9 +53,12 @@ def _aware(raw: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def load(directory: Path, only: Sequence[str] = ()) -> tuple[dict[str, list[Turn]], list[Question]]:
+def load(
+    directory: Path, only: Sequence[str] = (), paper_style: bool = False
+) -> tuple[dict[str, list[Turn]], list[Question]]:
     """Turns by conversation (in file order) and the answerable questions
-    (of the conversations in `only`, when given)."""
+    (of the conversations in `only`, when given); with `paper_style`, every
+    question, adversarial and evidence-less ones included."""
     turns: dict[str, list[Turn]] = defaultdict(list)
     for line in (directory / "turns.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -61,7 +71,7 @@ def load(directory: Path, only: Sequence[str] = ()) -> tuple[dict[str, list[Turn
     questions = []
     for line in (directory / "qa.jsonl").read_text().splitlines():
         row = json.loads(line)
-        if row["category"] in CATEGORIES and row["evidence"]:
+        if paper_style and row["category"] in ALL_CATEGORIES or row["category"] in CATEGORIES and row["evidence"]:
             questions.append(Question(row["conversation_id"], row["category"], row["question"], frozenset(row["evidence"])))
     if only:
         turns = {c: t for c, t in turns.items() if c in only}
@@ -87,11 +97,14 @@ def score(ranked: list[str], evidence: frozenset[str]) -> dict[str, float]:
     }
 
 
+PERFECT = {"recall@5": 1.0, "recall@10": 1.0, "mrr": 1.0}  # a question without evidence, paper style
+
+
 def summarise(scored: list[tuple[int, dict[str, float]]]) -> dict[str, dict[str, float]]:
     groups: dict[str, list[dict[str, float]]] = defaultdict(list)
     for category, s in scored:
         groups["all"].append(s)
-        groups[CATEGORIES[category]].append(s)
+        groups[ALL_CATEGORIES[category]].append(s)
     return {
         name: {**{k: sum(s[k] for s in rows) / len(rows) for k in rows[0]}, "n": len(rows)}
         for name, rows in sorted(groups.items())
@@ -103,13 +116,16 @@ def evaluate(
     graph: GraphParams,
     activation: ActivationParams,
     extraction: ExtractionParams,
-    names: Sequence[str] = NAMES,
+    names: Sequence[str] = tuple(n for n in NAMES if n not in DENSE),
     progress: Callable[[int], None] = lambda n: None,
     only: Sequence[str] = (),
-) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, int]]:
-    """Metrics per retriever and category, and the graphs' final sizes."""
-    turns, questions = load(directory, only)
+    paper_style: bool = False,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, float]], dict[str, int]]:
+    """Metrics per retriever and category, recall@10 per retriever and
+    conversation, and the graphs' final sizes."""
+    turns, questions = load(directory, only, paper_style)
     scored: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in names}
+    by_conversation: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in names}
     sizes: dict[str, int] = defaultdict(int)
     for conversation, conversation_turns in turns.items():
         log = build(conversation_turns, graph, extraction)
@@ -118,12 +134,18 @@ def evaluate(
         known = {t.turn_id for t in conversation_turns}
         for q in (q for q in questions if q.conversation_id == conversation):
             evidence = q.evidence & known  # evidence ids that match no turn are ignored
-            if not evidence:
+            if not evidence and not paper_style:
                 continue
             for name in names:
-                scored[name].append((q.category, score(ranked_by[name](q.text), evidence)))
+                s = score(ranked_by[name](q.text), evidence) if evidence else PERFECT
+                scored[name].append((q.category, s))
+                by_conversation[name][conversation].append(s["recall@10"])
         progress(len(conversation_turns))
-    return {name: summarise(rows) for name, rows in scored.items()}, dict(sizes)
+    spread = {
+        name: {c: sum(values) / len(values) for c, values in sorted(rows.items())}
+        for name, rows in by_conversation.items()
+    }
+    return {name: summarise(rows) for name, rows in scored.items()}, spread, dict(sizes)
 
 
 def _add_sizes(sizes: dict[str, int], log: LocalLog, conversation: str, turns: list[Turn]) -> None:
@@ -136,8 +158,15 @@ def _add_sizes(sizes: dict[str, int], log: LocalLog, conversation: str, turns: l
     sizes["pruned_passages"] += len(turns) - len(view.place_of)
 
 
-def run_eval(directory: Path, settings: "Settings", names: Sequence[str] = NAMES, only: Sequence[str] = ()) -> dict:
-    """The figures `emgas eval locomo` prints and writes, with a progress bar."""
+def run_eval(
+    directory: Path, settings: "Settings", names: Sequence[str] = (), only: Sequence[str] = (),
+    paper_style: bool = False,
+) -> dict:
+    """The figures `emgas eval locomo` prints and writes, with a progress bar.
+
+    `names` empty: every retriever, the dense ones only when their extra is
+    installed (`skipped` says so); a dense one asked for by name without
+    the extra is an error."""
     from tqdm import tqdm
 
     if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
@@ -145,22 +174,55 @@ def run_eval(directory: Path, settings: "Settings", names: Sequence[str] = NAMES
     turns, _ = load(directory, only)
     if not turns:
         raise InputFileError(f"no conversation {', '.join(only)} in {directory}")
+    names, skipped = _runnable(names)
+    started = time.perf_counter()
     with tqdm(total=sum(len(t) for t in turns.values()), unit="turn", desc="eval") as bar:
-        metrics, sizes = evaluate(
-            directory, settings.graph, settings.activation, settings.extraction, names, bar.update, only
+        metrics, spread, sizes = evaluate(
+            directory, settings.graph, settings.activation, settings.extraction, names, bar.update, only,
+            paper_style,
         )
     return {
+        "style": "paper" if paper_style else "answerable",
         "retrievers": metrics,
+        "conversations": {name: {"recall@10": rows, **_spread(rows)} for name, rows in spread.items()},
+        "skipped": skipped,
+        "seconds": round(time.perf_counter() - started, 1),
         "graphs": sizes,
         "parameters": {"graph": settings.graph.model_dump(mode="json"), "activation": settings.activation.model_dump(mode="json")},
     }
 
 
+def _runnable(names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    from emgas.tools import dense
+
+    if dense.available():
+        return list(names or NAMES), {}
+    why = "needs the extra: pip install 'emgas[dense]'"
+    if asked := [n for n in names if n in DENSE]:
+        raise ConfigError(f"retriever {', '.join(asked)} {why}")
+    return [n for n in (names or NAMES) if n not in DENSE], {n: why for n in DENSE}
+
+
+def _spread(per_conversation: dict[str, float]) -> dict[str, float]:
+    """min, max and population standard deviation of per-conversation recall@10."""
+    values = list(per_conversation.values())
+    if not values:
+        return {}
+    return {"min": min(values), "max": max(values), "stdev": statistics.pstdev(values)}
+
+
 def format_table(figures: dict) -> str:
-    lines = [f"{'retriever':<10} {'category':<15} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}"]
+    lines = [f"{'retriever':<12} {'category':<15} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}"]
     for name, metrics in figures["retrievers"].items():
         for category, m in metrics.items():
-            lines.append(f"{name:<10} {category:<15} {m['n']:>5} {m['recall@5']:>7.3f} {m['recall@10']:>7.3f} {m['mrr']:>7.3f}")
+            lines.append(f"{name:<12} {category:<15} {m['n']:>5} {m['recall@5']:>7.3f} {m['recall@10']:>7.3f} {m['mrr']:>7.3f}")
+    lines.append("recall@10 per conversation (min / max / stdev):")
+    for name, c in figures["conversations"].items():
+        if c["recall@10"]:
+            each = " ".join(f"{conv} {r:.3f}" for conv, r in c["recall@10"].items())
+            lines.append(f"  {name:<12} {c['min']:.3f} / {c['max']:.3f} / {c['stdev']:.3f}   {each}")
+    for name, why in figures["skipped"].items():
+        lines.append(f"{name}: skipped, {why}")
     sizes = figures["graphs"]
     lines.append(f"graphs: {sizes['concepts']} concepts, {sizes['edges']} edges, {sizes['topics']} topics "
                  f"({sizes['topic_members']} members), {sizes['events']} events, {sizes['pruned_passages']} passages pruned")
