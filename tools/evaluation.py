@@ -127,6 +127,7 @@ def evaluate(
     scored: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in names}
     by_conversation: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in names}
     sizes: dict[str, int] = defaultdict(int)
+    seconds: dict[str, float] = defaultdict(float)  # answering, per retriever
     for conversation, conversation_turns in turns.items():
         log = build(conversation_turns, graph, extraction)
         _add_sizes(sizes, log, conversation, conversation_turns)
@@ -137,7 +138,10 @@ def evaluate(
             if not evidence and not paper_style:
                 continue
             for name in names:
-                s = score(ranked_by[name](q.text), evidence) if evidence else PERFECT
+                started = time.perf_counter()
+                ranked = ranked_by[name](q.text)
+                seconds[name] += time.perf_counter() - started
+                s = score(ranked, evidence) if evidence else PERFECT
                 scored[name].append((q.category, s))
                 by_conversation[name][conversation].append(s["recall@10"])
         progress(len(conversation_turns))
@@ -145,7 +149,11 @@ def evaluate(
         name: {c: sum(values) / len(values) for c, values in sorted(rows.items())}
         for name, rows in by_conversation.items()
     }
-    return {name: summarise(rows) for name, rows in scored.items()}, spread, dict(sizes)
+    metrics = {name: summarise(rows) for name, rows in scored.items()}
+    for name, rows in scored.items():
+        if rows:
+            metrics[name]["all"]["ms_per_question"] = round(seconds[name] * 1000 / len(rows), 2)
+    return metrics, spread, dict(sizes)
 
 
 def _add_sizes(sizes: dict[str, int], log: LocalLog, conversation: str, turns: list[Turn]) -> None:
@@ -212,10 +220,11 @@ def _spread(per_conversation: dict[str, float]) -> dict[str, float]:
 
 
 def format_table(figures: dict) -> str:
-    lines = [f"{'retriever':<12} {'category':<15} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7}"]
+    lines = [f"{'retriever':<12} {'category':<15} {'n':>5} {'R@5':>7} {'R@10':>7} {'MRR':>7} {'ms/q':>7}"]
     for name, metrics in figures["retrievers"].items():
         for category, m in metrics.items():
-            lines.append(f"{name:<12} {category:<15} {m['n']:>5} {m['recall@5']:>7.3f} {m['recall@10']:>7.3f} {m['mrr']:>7.3f}")
+            cost = f" {m['ms_per_question']:>7.2f}" if "ms_per_question" in m else ""
+            lines.append(f"{name:<12} {category:<15} {m['n']:>5} {m['recall@5']:>7.3f} {m['recall@10']:>7.3f} {m['mrr']:>7.3f}{cost}")
     lines.append("recall@10 per conversation (min / max / stdev):")
     for name, c in figures["conversations"].items():
         if c["recall@10"]:
