@@ -10,7 +10,8 @@ YAKE = ExtractionParams(method="yake")
 
 @pytest.mark.parametrize(
     ("phrase", "expected"),
-    [("Consumers", "consumer"), ("running", "run"), ("ran", "run"), ("Postgres Databases", "postgres database")],
+    [("Consumers", "consumer"), ("running", "run"), ("ran", "run"), ("Postgres Databases", "postgres database"),
+     ("Joanna's", "joanna"), ("Melanie’s kids", "melanie kid"), ("dog's", "dog")],
 )
 def test_normalise_lemmatises_to_one_node(phrase, expected):
     assert normalise(phrase, "en") == expected

@@ -169,3 +169,20 @@ def test_a_possessive_is_the_name_itself():
                  ("t2", "1", "Joanna", "Thanks! It took me a year."),
                  ("t3", "2", "Nate", "My turtles need a bigger tank.")])
     assert ask(log, "What is Joanna's screenplay about?", NEW, 1) == ["t1"]
+
+
+def test_the_view_keeps_speakers_and_sessions_as_passages_come_and_go():
+    from emgas.processors.graph import GraphRef, Passage
+    from emgas.processors.dynamics import DecayParams
+    from emgas.state.view import GraphView
+
+    view = GraphView(GraphRef("g", 0), DecayParams())
+    for seq, (turn_id, session, speaker) in enumerate([("a", "1", "Joanna"), ("b", "1", "Nate"), ("c", "2", "Joanna")]):
+        view.place(Passage(turn_id=turn_id, speaker=speaker, text="x", timestamp=T0, session_id=session,
+                           concept_ids=(), seq=seq))
+    assert view.speakers() == {"joanna", "nate"} and view.members("1") == ["a", "b"]
+    assert view.surroundings().speaker_of("c") == "joanna" and view.session_of("c") == "2"
+    view.forget_passage("b")
+    assert view.speakers() == {"joanna"} and view.members("1") == ["a"]
+    view.forget_passage("c")
+    assert "2" not in view.session_turns and view.session_of("c") is None
