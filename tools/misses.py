@@ -12,8 +12,9 @@ nothing scored it) and one reason, the first that applies:
 
 and three facts that say which remedy could reach it: `near_hit` (a turn of
 the top 10 sits within `NEAR` places of it in the same session: session or
-context spreading could reach it), `shares_with_top` (it shares a specific
-concept with the top 10 passages: a second hop from them could reach it),
+context spreading could reach it), `shares_with_top` (it shares a rare
+concept, one in at most N^(1 − SPECIFIC) of the N turns, with the top 10
+passages: a second hop from them could reach it),
 and the question's `sessions` (how many sessions its evidence spans).
 """
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 HUB_SHARE = 0.05  # a concept in ≥ 5 % of a graph's turns is a hub
 NEAR = 3  # session places within which a top-10 turn counts as near
 FULL_DEPTH = 1000  # how deep the ranking is read for the ranks of missed turns
+SPECIFIC = 0.6  # specificity log(N/c)/log(N) of a rare concept (c ≤ N^0.4: 13 of 600 turns)
 REASONS = ("no_seed", "no_shared_concept", "hubs_only", "outranked")
 
 
@@ -91,7 +93,9 @@ def _question(state: "PartitionState", q: Question, evidence: frozenset[str], se
     seeds = seed_ids(view, query, settings.extraction)
     hubs = _hubs(view, seeds)
     passages = state.repo.passages(view.ref, sorted(evidence | set(top)))
-    top_concepts = {c for t in top for c in passages[t].concept_ids} - hubs
+    specificity = view.specificity()
+    top_concepts = {c for t in top for c in passages[t].concept_ids
+                    if c in view.index and specificity[view.index[c]] >= SPECIFIC}
     rank_of = {t: i + 1 for i, t in enumerate(ranking)}
     missed = tuple(
         _missed_turn(view, t, passages[t].concept_ids, seeds, hubs, top, top_concepts, rank_of.get(t))
