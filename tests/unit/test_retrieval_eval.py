@@ -67,3 +67,26 @@ def test_the_speaker_name_can_become_a_concept():
     with_speaker = {c.id for c in ingest(turn, ExtractionParams(), "x").concepts}
     without = {c.id for c in ingest(turn, ExtractionParams(include_speaker=False), "x").concepts}
     assert "caroline" in with_speaker and "caroline" not in without
+
+
+def test_without_the_dense_extra_the_dense_retrievers_are_skipped_or_refused(monkeypatch):
+    from emgas.streams.errors import ConfigError
+    from emgas.tools import dense, evaluation
+
+    monkeypatch.setattr(dense, "available", lambda: False)
+    names, skipped = evaluation._runnable(())
+    assert "dense" not in names and "emgas+dense" not in names and "emgas" in names
+    assert set(skipped) == {"dense", "emgas+dense"} and "emgas[dense]" in skipped["dense"]
+    with pytest.raises(ConfigError, match="emgas\\[dense\\]"):
+        evaluation._runnable(("emgas", "dense"))
+    monkeypatch.setattr(dense, "available", lambda: True)
+    assert evaluation._runnable(("dense",)) == (["dense"], {})
+
+
+def test_a_missing_model_package_is_named_in_the_error(monkeypatch):
+    from emgas.tools import dense
+
+    monkeypatch.setattr(dense, "MODEL_PACKAGE", "no_such_package_here")
+    assert not dense.available()
+    with pytest.raises(dense.DenseUnavailable, match="no_such_package_here"):
+        dense.Encoder()
