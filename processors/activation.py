@@ -26,7 +26,7 @@ boosted, and a session shares its summed score with all its turns
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -129,7 +129,7 @@ class Surroundings:
 
     neighbours: Callable[[str, int], Sequence[tuple[str, int]]]  # (passage, window) -> (turn, distance)
     session_of: Callable[[str], str | None]  # passage -> its session (None: it has none)
-    members: Callable[[str], Sequence[str]]  # session -> its turns
+    members: Callable[[str], Collection[str]]  # session -> its turns
     speaker_of: Callable[[str], str]  # passage -> its speaker's key
 
 
@@ -192,11 +192,17 @@ def boost_speakers(
             for pid, score in totals.items()}
 
 
+# A session longer than this is not a conversation's context but a stream
+# (a client that sends every turn under one session id): it shares nothing,
+# so a query never walks it whole.
+SESSION_CONTEXT_MAX = 1000
+
+
 def share_with_sessions(totals: dict[str, float], surroundings: Surroundings, weight: float) -> dict[str, float]:
     """Each turn of session s gets weight × S(s) / |s|, where S(s) is the sum
     of the scores of s's passages and |s| its number of turns: a session
     that talks about the question's subject lifts its turns that use other
-    words for it."""
+    words for it. Sessions of more than SESSION_CONTEXT_MAX turns share nothing."""
     if weight <= 0:
         return totals
     by_session: dict[str, float] = {}
@@ -207,6 +213,8 @@ def share_with_sessions(totals: dict[str, float], surroundings: Surroundings, we
     out = dict(totals)
     for session in sorted(by_session):  # a fixed order: float sums do not depend on dict order
         members = surroundings.members(session)
+        if len(members) > SESSION_CONTEXT_MAX:
+            continue
         share = weight * by_session[session] / len(members)
         for pid in members:
             out[pid] = out.get(pid, 0.0) + share

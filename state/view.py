@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from datetime import datetime
-from typing import Iterable
+from typing import Collection, Iterable
 
 import numpy as np
 
@@ -166,10 +166,11 @@ class GraphView:
         self.turns = delta.meta.turns
 
     def place(self, passage: Passage) -> None:
+        if passage.turn_id in self.place_of:  # placed again: file it afresh
+            self.forget_passage(passage.turn_id)
         key = (passage.session_id, passage.seq)
         self.place_of[passage.turn_id] = key
         self.turn_at[key] = passage.turn_id
-        self._unfile_speaker(passage.turn_id)
         speaker = self.speaker_of[passage.turn_id] = speaker_key(passage.speaker)
         self._speaker_passages[speaker] = self._speaker_passages.get(speaker, 0) + 1
         if passage.session_id is not None:
@@ -190,9 +191,9 @@ class GraphView:
         place = self.place_of.get(turn_id)
         return place[0] if place is not None else None
 
-    def members(self, session: str) -> list[str]:
-        """The turns of a session, in arrival order."""
-        return list(self.session_turns[session])
+    def members(self, session: str) -> Collection[str]:
+        """The turns of a session, in arrival order (a live view: read, do not keep)."""
+        return self.session_turns[session].keys()
 
     def surroundings(self) -> Surroundings:
         return Surroundings(self.context, self.session_of, self.members, lambda pid: self.speaker_of.get(pid, ""))

@@ -111,6 +111,14 @@ def test_the_session_step_leaves_a_single_hop_answer_first():
     assert ids(rank_passages(scored, 1, CHAT, SESSION)) == ["a2"]
 
 
+def test_a_session_too_long_to_be_a_context_shares_nothing():
+    from emgas.processors import activation
+
+    turns = [(f"t{i:04}", "all", "a") for i in range(activation.SESSION_CONTEXT_MAX + 1)]
+    stream = conversation(*turns)
+    assert rank_passages([(1.0, ["t0000"])], 3, stream, SESSION) == [("t0000", 1.0)]
+
+
 def test_turns_without_a_session_share_nothing():
     lone = conversation(("x1", None, "a"), ("x2", None, "b"))
     assert rank_passages([(1.0, ["x1"])], 5, lone, SESSION) == [("x1", 1.0)]
@@ -180,9 +188,12 @@ def test_the_view_keeps_speakers_and_sessions_as_passages_come_and_go():
     for seq, (turn_id, session, speaker) in enumerate([("a", "1", "Joanna"), ("b", "1", "Nate"), ("c", "2", "Joanna")]):
         view.place(Passage(turn_id=turn_id, speaker=speaker, text="x", timestamp=T0, session_id=session,
                            concept_ids=(), seq=seq))
-    assert view.speakers() == {"joanna", "nate"} and view.members("1") == ["a", "b"]
+    assert view.speakers() == {"joanna", "nate"} and list(view.members("1")) == ["a", "b"]
     assert view.surroundings().speaker_of("c") == "joanna" and view.session_of("c") == "2"
     view.forget_passage("b")
-    assert view.speakers() == {"joanna"} and view.members("1") == ["a"]
+    assert view.speakers() == {"joanna"} and list(view.members("1")) == ["a"]
     view.forget_passage("c")
     assert "2" not in view.session_turns and view.session_of("c") is None
+    # A turn placed again (in another session) is filed once, in its new place.
+    view.place(Passage(turn_id="a", speaker="Nate", text="x", timestamp=T0, session_id="3", concept_ids=(), seq=5))
+    assert "1" not in view.session_turns and list(view.members("3")) == ["a"] and view.speakers() == {"nate"}
