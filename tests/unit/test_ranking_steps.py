@@ -197,3 +197,47 @@ def test_the_view_keeps_speakers_and_sessions_as_passages_come_and_go():
     # A turn placed again (in another session) is filed once, in its new place.
     view.place(Passage(turn_id="a", speaker="Nate", text="x", timestamp=T0, session_id="3", concept_ids=(), seq=5))
     assert "1" not in view.session_turns and list(view.members("3")) == ["a"] and view.speakers() == {"nate"}
+
+
+# Properties over random conversations and scores.
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from emgas.processors.activation import boost_speakers, share_with_sessions  # noqa: E402
+
+random_conversation = st.lists(
+    st.tuples(st.sampled_from(["s1", "s2", "s3", None]), st.sampled_from(["ann", "bob", "cy"])), min_size=1, max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_conversation, st.data(), st.floats(min_value=0.0, max_value=1.0))
+def test_sessions_share_exactly_weight_times_their_sum_and_lower_nothing(turns, data, weight):
+    chat = conversation(*[(f"t{i:02}", s, p) for i, (s, p) in enumerate(turns)])
+    ids_ = [f"t{i:02}" for i in range(len(turns))]
+    scored = data.draw(st.dictionaries(st.sampled_from(ids_), st.floats(min_value=0.0, max_value=10.0)))
+    out = share_with_sessions(scored, chat, weight)
+    assert all(out.get(pid, 0.0) >= score for pid, score in scored.items())
+    in_sessions = sum(score for pid, score in scored.items() if chat.session_of(pid) is not None)
+    added = sum(out.values()) - sum(scored.values())
+    assert added == pytest.approx(weight * in_sessions, rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_conversation, st.data(), st.floats(min_value=0.0, max_value=10.0))
+def test_the_speaker_step_multiplies_the_named_and_keeps_the_order_within_each_group(turns, data, boost):
+    chat = conversation(*[(f"t{i:02}", s, p) for i, (s, p) in enumerate(turns)])
+    ids_ = [f"t{i:02}" for i in range(len(turns))]
+    scored = data.draw(st.dictionaries(st.sampled_from(ids_), st.floats(min_value=0.0, max_value=10.0)))
+    named = frozenset(data.draw(st.sets(st.sampled_from(["ann", "bob", "cy"]))))
+    out = boost_speakers(scored, chat, named, boost)
+    for pid, score in scored.items():
+        factor = 1.0 + boost if chat.speaker_of(pid) in named else 1.0
+        assert out[pid] == score * factor
+    # Within the named persons' turns, and within the others', no pair swaps.
+    for p in scored:
+        for q in scored:
+            same_group = (chat.speaker_of(p) in named) == (chat.speaker_of(q) in named)
+            if same_group and scored[p] > scored[q]:
+                assert out[p] >= out[q]
