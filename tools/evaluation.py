@@ -71,7 +71,8 @@ def load(
     questions = []
     for line in (directory / "qa.jsonl").read_text().splitlines():
         row = json.loads(line)
-        if paper_style and row["category"] in ALL_CATEGORIES or row["category"] in CATEGORIES and row["evidence"]:
+        answerable = row["category"] in CATEGORIES and bool(row["evidence"])
+        if answerable or (paper_style and row["category"] in ALL_CATEGORIES):
             questions.append(Question(row["conversation_id"], row["category"], row["question"], frozenset(row["evidence"])))
     if only:
         turns = {c: t for c, t in turns.items() if c in only}
