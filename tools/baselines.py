@@ -15,7 +15,8 @@ by summing the scores of the concepts that mention them.
 
 from __future__ import annotations
 
-from typing import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from emgas.tools.walks import maibot_activation, personalised_pagerank
 from emgas.state.projector import PartitionState
 from emgas.state.retrieval import answer, seed_ids
 from emgas.state.view import GraphView
+
+if TYPE_CHECKING:
+    from emgas.tools.dense import DenseIndex
 
 Retriever = Callable[[str], list[str]]
 NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid", "dense", "emgas+dense")
@@ -92,14 +96,15 @@ def retrievers(
         lists = {"emgas": emgas(text, HYBRID_DEPTH), "ppr": ppr(text, HYBRID_DEPTH)}
         return top(fuse(lists, HYBRID_WEIGHTS), k)
 
-    dense_index: list = []  # built on first use: embedding every passage takes a while
+    @cache
+    def dense_index() -> DenseIndex:
+        """Built on first use: embedding every passage takes a while."""
+        from emgas.tools.dense import DenseIndex
+
+        return DenseIndex((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
 
     def dense(text: str, depth: int = k) -> list[str]:
-        if not dense_index:
-            from emgas.tools.dense import DenseIndex
-
-            dense_index.append(DenseIndex((t, f"{p.speaker}: {p.text}") for t, p in texts.items()))
-        return top(dense_index[0].scores(text), depth)
+        return top(dense_index().scores(text), depth)
 
     def emgas_dense(text: str) -> list[str]:
         lists = {"emgas": emgas(text, HYBRID_DEPTH), "dense": dense(text, HYBRID_DEPTH)}

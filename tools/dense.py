@@ -93,15 +93,10 @@ class Encoder:
         return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
 
 
-_ENCODER: Encoder | None = None
-
-
+@lru_cache(maxsize=1)
 def encoder() -> Encoder:
     """One encoder per process (loading the model takes about a second)."""
-    global _ENCODER
-    if _ENCODER is None:
-        _ENCODER = Encoder()
-    return _ENCODER
+    return Encoder()
 
 
 @lru_cache(maxsize=4096)

@@ -59,6 +59,8 @@ def load(
     """Turns by conversation (in file order) and the answerable questions
     (of the conversations in `only`, when given); with `paper_style`, every
     question, adversarial and evidence-less ones included."""
+    if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
+        raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
     turns: dict[str, list[Turn]] = defaultdict(list)
     for line in (directory / "turns.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -178,8 +180,6 @@ def run_eval(
     the extra is an error."""
     from tqdm import tqdm
 
-    if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
-        raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
     turns, _ = load(directory, only)
     if not turns:
         raise InputFileError(f"no conversation {', '.join(only)} in {directory}")

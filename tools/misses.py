@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from emgas.processors.events import ActivationQuery, QueryParams
-from emgas.state.retrieval import answer, seed_ids
+from emgas.state.retrieval import answer
 from emgas.tools.evaluation import CATEGORIES, DEPTH, Question, build, load
-from emgas.streams.errors import InputFileError
 
 if TYPE_CHECKING:
     from emgas.state.projector import PartitionState
@@ -86,11 +85,12 @@ def _question(state: "PartitionState", q: Question, evidence: frozenset[str], se
         request_id="misses", graph_id=q.conversation_id, text=q.text, reinforce=False,
         params=QueryParams(top_passages=FULL_DEPTH),
     )
-    ranking = [p.turn_id for p in answer(state, query, settings.activation, settings.extraction, lambda: 0.0).passages]
+    reply = answer(state, query, settings.activation, settings.extraction, lambda: 0.0)
+    ranking = [p.turn_id for p in reply.passages]
     top = ranking[:DEPTH]
     if not evidence or evidence <= set(top):
         return None
-    seeds = seed_ids(view, query, settings.extraction)
+    seeds = reply.seeds
     hubs = _hubs(view, seeds)
     passages = state.repo.passages(view.ref, sorted(evidence | set(top)))
     specificity = view.specificity()
@@ -109,13 +109,13 @@ def _question(state: "PartitionState", q: Question, evidence: frozenset[str], se
     )
 
 
-def _hubs(view: "GraphView", seeds: list[str]) -> set[str]:
+def _hubs(view: "GraphView", seeds: Sequence[str]) -> set[str]:
     counts = view.counts
     return {s for s in seeds if counts[view.index[s]] >= HUB_SHARE * view.turns}
 
 
 def _missed_turn(
-    view: "GraphView", turn_id: str, concepts: Sequence[str], seeds: list[str], hubs: set[str],
+    view: "GraphView", turn_id: str, concepts: Sequence[str], seeds: Sequence[str], hubs: set[str],
     top: list[str], top_concepts: set[str], rank: int | None,
 ) -> MissedTurn:
     shared = tuple(s for s in seeds if s in concepts)
@@ -166,8 +166,6 @@ def format_summary(summary: dict[str, dict[str, float]]) -> str:
 
 def run_misses(directory: Path, settings: "Settings", out: Path, only: Sequence[str] = ()) -> str:
     """Write every miss to `out` (JSON) and return the summary table."""
-    if not (directory / "turns.jsonl").exists() or not (directory / "qa.jsonl").exists():
-        raise InputFileError(f"{directory} needs turns.jsonl and qa.jsonl")
     misses = analyse(directory, settings, only)
     summary = summarise(misses)
     out.write_text(json.dumps({"summary": summary, "misses": [asdict(m) for m in misses]}, indent=1))

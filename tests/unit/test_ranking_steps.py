@@ -206,17 +206,24 @@ from hypothesis import strategies as st  # noqa: E402
 
 from emgas.processors.activation import boost_speakers, share_with_sessions  # noqa: E402
 
-random_conversation = st.lists(
-    st.tuples(st.sampled_from(["s1", "s2", "s3", None]), st.sampled_from(["ann", "bob", "cy"])), min_size=1, max_size=30,
-)
+SPEAKERS = ["ann", "bob", "cy"]
+
+
+@st.composite
+def scored_conversations(draw: st.DrawFn) -> tuple[Surroundings, dict[str, float]]:
+    """A random conversation (turns t00, t01, … with a session or none and a
+    speaker) and scores for some of its turns."""
+    turns = draw(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3", None]), st.sampled_from(SPEAKERS)),
+                          min_size=1, max_size=30))
+    ids_ = [f"t{i:02}" for i in range(len(turns))]
+    chat = conversation(*[(t, s, p) for t, (s, p) in zip(ids_, turns)])
+    return chat, draw(st.dictionaries(st.sampled_from(ids_), st.floats(min_value=0.0, max_value=10.0)))
 
 
 @settings(max_examples=200, deadline=None)
-@given(random_conversation, st.data(), st.floats(min_value=0.0, max_value=1.0))
-def test_sessions_share_exactly_weight_times_their_sum_and_lower_nothing(turns, data, weight):
-    chat = conversation(*[(f"t{i:02}", s, p) for i, (s, p) in enumerate(turns)])
-    ids_ = [f"t{i:02}" for i in range(len(turns))]
-    scored = data.draw(st.dictionaries(st.sampled_from(ids_), st.floats(min_value=0.0, max_value=10.0)))
+@given(scored_conversations(), st.floats(min_value=0.0, max_value=1.0))
+def test_sessions_share_exactly_weight_times_their_sum_and_lower_nothing(chat_and_scores, weight):
+    chat, scored = chat_and_scores
     out = share_with_sessions(scored, chat, weight)
     assert all(out.get(pid, 0.0) >= score for pid, score in scored.items())
     in_sessions = sum(score for pid, score in scored.items() if chat.session_of(pid) is not None)
@@ -225,12 +232,10 @@ def test_sessions_share_exactly_weight_times_their_sum_and_lower_nothing(turns, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(random_conversation, st.data(), st.floats(min_value=0.0, max_value=10.0))
-def test_the_speaker_step_multiplies_the_named_and_keeps_the_order_within_each_group(turns, data, boost):
-    chat = conversation(*[(f"t{i:02}", s, p) for i, (s, p) in enumerate(turns)])
-    ids_ = [f"t{i:02}" for i in range(len(turns))]
-    scored = data.draw(st.dictionaries(st.sampled_from(ids_), st.floats(min_value=0.0, max_value=10.0)))
-    named = frozenset(data.draw(st.sets(st.sampled_from(["ann", "bob", "cy"]))))
+@given(scored_conversations(), st.sets(st.sampled_from(SPEAKERS)), st.floats(min_value=0.0, max_value=10.0))
+def test_the_speaker_step_multiplies_the_named_and_keeps_the_order_within_each_group(chat_and_scores, named, boost):
+    chat, scored = chat_and_scores
+    named = frozenset(named)
     out = boost_speakers(scored, chat, named, boost)
     for pid, score in scored.items():
         factor = 1.0 + boost if chat.speaker_of(pid) in named else 1.0
