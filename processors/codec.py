@@ -13,7 +13,6 @@ from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from emgas.processors.dynamics import EPOCH
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
     MAX_TEXT_BYTES,
@@ -113,7 +112,8 @@ def _validate(model: Callable[[dict[str, Any]], M], obj: dict[str, Any]) -> M:
     try:
         return model(obj)
     except ValidationError as exc:
-        raise DecodeError("invalid_fields", _describe(exc)) from None
+        code = "timestamp_out_of_range" if exc.errors()[0]["type"] == "timestamp_out_of_range" else "invalid_fields"
+        raise DecodeError(code, _describe(exc)) from None
 
 
 def _describe(exc: ValidationError) -> str:
@@ -136,13 +136,11 @@ def decode_turn(raw: bytes, now: datetime | None = None, max_future_s: float = 8
 
     With `now` (the receiver's clock), a timestamp more than `max_future_s`
     ahead of it is refused: it would move the graph's clock, and its decay
-    ticks, into the future. Timestamps before 1970 are always refused.
+    ticks, into the future. Timestamps outside 1970..2199 are always refused.
     """
     turn = _user_event(_load_object(raw), "turn", Turn)
     if len(turn.text.encode()) > MAX_TEXT_BYTES:
         raise DecodeError("text_too_long", f"text is over {MAX_TEXT_BYTES} bytes")
-    if turn.timestamp < EPOCH:
-        raise DecodeError("timestamp_out_of_range", f"timestamp {turn.timestamp.isoformat()} is before 1970")
     if now is not None and (turn.timestamp - now).total_seconds() > max_future_s:
         raise DecodeError(
             "timestamp_out_of_range",

@@ -34,7 +34,7 @@ DAY_S = 86_400.0
 class DecayParams(BaseModel):
     """Parameters of forgetting. Decay events carry the ones they were decided with."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: DecayModel = "hybrid"
     half_life_s: float = Field(default=90 * DAY_S, gt=0)  # exponential part

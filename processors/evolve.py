@@ -23,7 +23,9 @@ from emgas.processors.events import (
 from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
-from emgas.processors.pruning import Edge, PairState, expired_concepts, expired_edges, isolated_by, pair_state
+from emgas.processors.pruning import (
+    Edge, PairState, expired_concepts, expired_edges, isolated_by, outlived_its_edges, pair_state,
+)
 
 # A graph version's records after a forget re-folded it (None: no turn left).
 Records = list[tuple[bytes, bytes]]
@@ -38,7 +40,9 @@ class Slice:
     turn ids of its passages), `passages` and `links` (the (concept, turn)
     links that exist) cover the concepts a tick lists; `present`: the
     concepts of the graph among those a consolidation names, `topic_ids`
-    the version's topics before it. A forget sees
+    the version's topics before it; `isolated_edges` the edges (neighbour ->
+    pair) of each concept a tick lists as isolated (and `concepts` its
+    record). A forget sees
     the graph's `versions`, their `turn_ids` and the `refolds` the caller
     computed (see `state.projector.PartitionState.refolds`).
     """
@@ -52,6 +56,7 @@ class Slice:
     passages: Mapping[str, Passage] = field(default_factory=dict)
     links: frozenset[tuple[str, str]] = frozenset()
     present: frozenset[str] = frozenset()
+    isolated_edges: Mapping[str, Mapping[str, PairState]] = field(default_factory=dict)
     topic_ids: tuple[str, ...] = ()
     versions: tuple[GraphRef, ...] = ()
     turn_ids: Mapping[GraphRef, frozenset[str]] = field(default_factory=dict)
@@ -162,7 +167,7 @@ def _retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Delta:
     """Each boosted concept still in the graph: `concept_after_retrieval`
     (A + on_grid(amount), retrievals + 1); the request is marked applied."""
     boosted = tuple(
-        concept_after_retrieval(s.concepts[b.id], b.amount, event.timestamp, s.meta)
+        concept_after_retrieval(s.concepts[b.id], b.amount, event.timestamp, s.meta, params)
         for b in event.boosts
         if b.id in s.concepts
     )
@@ -173,7 +178,8 @@ def _retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Delta:
 def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
     """A tick at t: of what the event lists, what still qualifies at t
     (`processors.pruning`: a concept reinforced since the decision is
-    kept), with the edges of removed concepts, their passage links, and the
+    kept, and so is an isolated one whose lost edges would all have gone
+    before its newest mention), with the edges of removed concepts, their passage links, and the
     passages no remaining concept links to. meta: decayed_to = t."""
     at, decay = event.timestamp, event.params
     listed = [s.concepts[c.id] for c in event.concepts if c.reason == "activation" and c.id in s.concepts]
@@ -181,7 +187,12 @@ def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
     edges = [(e.a, e.b) for e in expired_edges(s.pairs, at, decay)]
     expired = set(edges)
     kept = tuple((edge, pair) for edge, pair in s.pairs.items() if edge not in expired)
-    isolated = {c.id for c in event.concepts if c.reason == "isolated"}
+    pruned = {cid: s.concepts[cid] for cid in concepts}
+    isolated = {
+        c.id for c in event.concepts
+        if c.reason == "isolated"
+        and not outlived_its_edges(s.concepts.get(c.id), _lost(s.isolated_edges.get(c.id, {}), pruned), decay)
+    }
     neighbours = lambda cid: s.neighbours.get(cid, ())  # noqa: E731
     concepts += [c.id for c in isolated_by(concepts, edges, neighbours, isolated.__contains__)]
     gone = set(concepts)
@@ -206,6 +217,11 @@ def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
         removed_passages=orphaned,
         kept_edges=kept,
     )
+
+
+def _lost(edges: Mapping[str, PairState], pruned: Mapping[str, ConceptState]) -> list[tuple[PairState, ConceptState | None]]:
+    """Each edge with its partner when the tick prunes the partner for its activation."""
+    return [(pair, pruned.get(other)) for other, pair in sorted(edges.items())]
 
 
 @evolve.register

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor
-from emgas.processors.events import MetadataValue
+from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, window_start
+from emgas.processors.events import MAX_BOOST, MetadataValue
 from emgas.processors.topics import TopicParams
 
 
@@ -45,7 +45,7 @@ class GraphParams(BaseModel):
     # A repeated mention adds mention_boost · importance to base activation.
     mention_boost: float = Field(default=1.0, ge=0.0)
     # A retrieval adds retrieval_boost · min(1, activation) to each concept it returns.
-    retrieval_boost: float = Field(default=0.5, ge=0.0)
+    retrieval_boost: float = Field(default=0.5, ge=0.0, le=MAX_BOOST)
     # Event-time windows: a decay tick when a graph's clock crosses into a new
     # window (0: no ticks), a consolidation when it crosses into a new
     # consolidation window (0: none). Seconds.
@@ -61,10 +61,28 @@ class GraphParams(BaseModel):
 class ConceptState(BaseModel):
     """A concept node. `count` = turns mentioning it; activation is unitless.
 
-    `base_activation` is the value as of `decayed_to` (the last decay tick
-    brought to it; None: never, the value is as of `created_at`), plus the
-    boosts it received since. Retrieval records (seeds/001): how many
-    retrievals reinforced it, the first and the last.
+    `base_activation` is the value as of `decay_reference` (`decayed_to`
+    when set, else `created_at`). Every contribution (a mention's boost, a
+    retrieval's) is added as of that reference: one from an earlier decay
+    window is first decayed from its own event time to the reference, one
+    from the same window counts as simultaneous, one from a later window is
+    taken as of the reference, and one more than two windows later first
+    brings the concept forward to the start of its own window
+    (`with_contribution`). So an old event can add to a concept but never
+    ages it: the reference never moves back across a window.
+
+    What an event older than the fields below does to each of them:
+
+    - `created_at`: the earliest mention's event time (min), a record of
+      history; it is the decay reference only while `decayed_to` is None,
+      and an older mention from an earlier window pins `decayed_to` first.
+    - `last_accessed`: the newest mention or retrieval (max): never moved back.
+    - `decayed_to`: the event time `base_activation` is as of, once it is not
+      `created_at`: the last decay tick it was brought to, the start of the
+      window a far newer contribution brought it to, or the reference an
+      older contribution found. Moves forward only.
+    - `retrievals`, `first_retrieved`, `last_retrieved` (seeds/001): how many
+      retrievals reinforced it, the earliest and the newest (min / max).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -102,10 +120,17 @@ class ConceptState(BaseModel):
 class GraphMeta(BaseModel):
     """Totals and clocks of one graph version.
 
-    `turns` = N, the observations behind PPMI. `first_seen` and `clock`: the
-    earliest and the latest event time of its turns. `decayed_to` and `decay`: the last decay tick applied and
-    its parameters (mentions bring a concept forward to that tick before
-    adding their boost). `consolidated_to`: the last consolidation.
+    `turns` = N, the observations behind PPMI. What an older event does:
+
+    - `first_seen`: the earliest event time of its turns (min): an imported
+      older turn moves it back (it only places the first decay window of a
+      graph that has never ticked).
+    - `clock`: the newest event time of its turns (max): never moved back,
+      so an old turn starts no decay window.
+    - `decayed_to` and `decay`: the last decay tick applied and its
+      parameters (a contribution brings its concept to that tick before
+      adding); a tick not later than it is a duplicate and changes nothing.
+    - `consolidated_to`: the last consolidation, likewise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -119,7 +144,13 @@ class GraphMeta(BaseModel):
 
 
 class Passage(BaseModel):
-    """A source passage (one turn), the concepts it mentioned and its place in the conversation."""
+    """A source passage (one turn), the concepts it mentioned and its place in the conversation.
+
+    `timestamp` is the turn's own event time, whatever its arrival. `seq`
+    is its place in log order: a turn imported later with an old timestamp
+    comes after the turns already applied, so "the turns around it" (the
+    session step of retrieval) are its own session's turns in arrival order.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -142,17 +173,67 @@ def brought_to_tick(concept: ConceptState, meta: GraphMeta) -> ConceptState:
     tick, params = meta.decayed_to, meta.decay
     if tick is None or params is None or concept.decay_reference >= tick:
         return concept
-    elapsed = (tick - concept.decay_reference).total_seconds()
+    return _decayed_to(concept, tick, params)
+
+
+def _decayed_to(concept: ConceptState, at: datetime, params: DecayParams) -> ConceptState:
+    """A = on_grid(A · factor(at − t_ref)), decayed_to = at (at later than t_ref)."""
+    elapsed = (at - concept.decay_reference).total_seconds()
     factor = decay_factor(elapsed, concept.reinforcements, params)
-    return concept.model_copy(
-        update={"base_activation": on_grid(concept.base_activation * factor), "decayed_to": tick}
-    )
+    return concept.model_copy(update={"base_activation": on_grid(concept.base_activation * factor), "decayed_to": at})
 
 
 def activation_at(concept: ConceptState, at: datetime, params: DecayParams) -> float:
     """Base activation at event time `at`: A · factor(at − t_ref) (unitless)."""
     elapsed = (at - concept.decay_reference).total_seconds()
     return concept.base_activation * decay_factor(elapsed, concept.reinforcements, params)
+
+
+# A contribution this many decay windows or more after its concept's
+# reference brings the concept forward first. A worker ticks each window
+# its graph's clock enters, so in the logs it writes a contribution is at
+# most one window ahead; one more window of slack keeps logs written with
+# ticks off (the golden log) folding as they always did.
+FORWARD_WINDOWS = 2
+
+
+def with_contribution(
+    concept: ConceptState, amount: float, at: datetime, meta: GraphMeta, params: GraphParams, forward_to: datetime
+) -> ConceptState:
+    """A contribution of `amount` (unitless) made at event time `at`, added to
+    A as of the concept's reference t_ref, after bringing it to the graph's
+    last tick. With W = `params.window_s` and ws(t) the start of t's window:
+
+    - ws(at) < ws(t_ref) (an older event): A + on_grid(amount · factor(t_ref − at)),
+      t_ref kept (pinned in `decayed_to`);
+    - ws(at) − t_ref > FORWARD_WINDOWS · W (the graph's clock jumped over
+      windows no tick covered): first A = on_grid(A · factor(t1 − t_ref)),
+      t_ref = t1 = ws(min(at, forward_to)), then + on_grid(amount);
+    - otherwise (the same window, or a later one within FORWARD_WINDOWS:
+      its tick is on its way): A + on_grid(amount), so the turns of one
+      window fold to the same value in any order.
+
+    W = 0 (no windows): older means at < t_ref, and nothing is brought forward.
+    The decay model is the graph's last tick's, or the configured one before any.
+    """
+    concept = brought_to_tick(concept, meta)
+    window_s, decay = params.window_s, meta.decay or params.decay
+    ref = concept.decay_reference
+    if _window(at, window_s) < _window(ref, window_s):
+        factor = decay_factor((ref - at).total_seconds(), concept.reinforcements, decay)
+        return concept.model_copy(
+            update={"base_activation": concept.base_activation + on_grid(amount * factor), "decayed_to": ref}
+        )
+    if window_s > 0:
+        target = window_start(min(at, forward_to), window_s)
+        if (target - ref).total_seconds() > FORWARD_WINDOWS * window_s:
+            concept = _decayed_to(concept, target, decay)
+    return concept.model_copy(update={"base_activation": concept.base_activation + on_grid(amount)})
+
+
+def _window(t: datetime, window_s: float) -> datetime:
+    """The start of t's decay window; t itself without windows."""
+    return window_start(t, window_s) if window_s > 0 else t
 
 
 def concept_after_mention(
@@ -164,37 +245,39 @@ def concept_after_mention(
     params: GraphParams,
     meta: GraphMeta,
 ) -> ConceptState:
-    """New node: A = importance. Repeated mention: the node is brought to the
-    graph's last decay tick, then A = A + boost · importance (each term on
-    ACTIVATION_GRID, so sums do not depend on the order of turns between two
-    ticks), count + 1, created_at = min(created_at, at), last_accessed =
-    max(last_accessed, at) (event time, not wall clock); the surface text is
-    that of the earliest mention (ties: the smallest text)."""
+    """New node: A = importance. Repeated mention: `with_contribution` of
+    boost · importance at `at` (each term on ACTIVATION_GRID, so sums do not
+    depend on the order of turns within a window), count + 1, created_at =
+    min(created_at, at), last_accessed = max(last_accessed, at) (event time,
+    not wall clock); the surface text is that of the earliest mention
+    (ties: the smallest text)."""
     if old is None:
         return ConceptState(
             id=cid, text=text, count=1, base_activation=on_grid(importance),
             created_at=at, last_accessed=at,
         )
-    old = brought_to_tick(old, meta)
     earliest = (at, text) < (old.created_at, old.text)
-    return old.model_copy(
+    added = with_contribution(old, params.mention_boost * importance, at, meta, params, at)
+    return added.model_copy(
         update={
             "text": text if earliest else old.text,
             "count": old.count + 1,
-            "base_activation": old.base_activation + on_grid(params.mention_boost * importance),
             "created_at": min(old.created_at, at),
             "last_accessed": max(old.last_accessed, at),
         }
     )
 
 
-def concept_after_retrieval(old: ConceptState, amount: float, at: datetime, meta: GraphMeta) -> ConceptState:
-    """Reinforcement by retrieval: brought to the last tick, A = A + on_grid(amount),
-    retrievals + 1, first/last retrieval = min/max with `at`, last_accessed = max."""
-    old = brought_to_tick(old, meta)
-    return old.model_copy(
+def concept_after_retrieval(
+    old: ConceptState, amount: float, at: datetime, meta: GraphMeta, params: GraphParams
+) -> ConceptState:
+    """Reinforcement by retrieval at `at`: `with_contribution` of `amount`
+    (never brought forward past the graph's clock: a query's wall time may
+    be far ahead of a conversation's event time), retrievals + 1,
+    first/last retrieval = min/max with `at`, last_accessed = max."""
+    added = with_contribution(old, amount, at, meta, params, meta.clock or at)
+    return added.model_copy(
         update={
-            "base_activation": old.base_activation + on_grid(amount),
             "retrievals": old.retrievals + 1,
             "first_retrieved": min(old.first_retrieved or at, at),
             "last_retrieved": max(old.last_retrieved or at, at),

@@ -5,7 +5,10 @@ At tick time t (event time):
   goes, with its edges (reason `activation`);
 - an edge whose retention R at t is below the edge threshold θ_e goes;
 - a concept left with no edges by those removals goes too (reason
-  `isolated`); one that never had an edge is not "left" without them.
+  `isolated`), unless every edge it loses would have gone before its
+  newest mention (`outlived_its_edges`: an old turn that linked a recent
+  concept to old ones must not take it along); one that never had an edge
+  is not "left" without them.
 
 The same function decides both sides of a tick: the emitter runs it over
 the candidates it finds due, the fold runs it over the entries the event
@@ -18,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, NamedTuple
 
-from emgas.processors.dynamics import DecayParams, edge_retention
+from emgas.processors.dynamics import DecayParams, edge_lifetime, edge_retention, seconds, time_to_threshold
 from emgas.processors.events import PrunedConcept, PrunedEdge
 from emgas.processors.graph import ConceptState, activation_at
 
@@ -92,3 +95,43 @@ def isolated_by(
         if set(neighbours(cid)) <= lost[cid] | gone:
             isolated.append(PrunedConcept(id=cid, reason="isolated", value=0.0))
     return isolated
+
+
+
+def last_mentioned(concept: ConceptState) -> datetime | None:
+    """The event time of the concept's newest mention, where its record
+    tells it: `last_accessed`, unless a retrieval may account for that (None)."""
+    if concept.last_retrieved is not None and concept.last_retrieved >= concept.last_accessed:
+        return None
+    return concept.last_accessed
+
+
+def edge_end_s(pair: PairState, partner: ConceptState | None, params: DecayParams) -> float:
+    """Event time (s since 1970) by which an edge would have gone on its own:
+    its retention reaching θ_e (last + S·ln(1/θ_e)), or before that its
+    partner's activation reaching θ (`partner`: the other end, when this
+    tick prunes it for its activation). inf: never."""
+    end = seconds(pair.last) + edge_lifetime(pair.count, params)
+    if partner is not None:
+        remaining = time_to_threshold(partner.base_activation, partner.reinforcements, params)
+        end = min(end, seconds(partner.decay_reference) + remaining)
+    return end
+
+
+def outlived_its_edges(
+    concept: ConceptState | None, lost: Iterable[tuple[PairState, ConceptState | None]], params: DecayParams
+) -> bool:
+    """Whether every edge a tick takes from `concept` (each with its partner,
+    see `edge_end_s`) would have gone before the concept's newest mention.
+
+    Then, in event-time order, the concept was left without edges before
+    that mention, and the mention made it anew, alone: an old turn that
+    linked a recent concept to old ones arrived late, and losing those
+    edges now must not take the recent concept along."""
+    if concept is None:
+        return False
+    mentioned = last_mentioned(concept)
+    if mentioned is None:
+        return False
+    ends = [edge_end_s(pair, partner, params) for pair, partner in lost]
+    return bool(ends) and max(ends) < seconds(mentioned)

@@ -40,19 +40,36 @@ class Selection:
         return self.as_of is None or event.timestamp <= self.as_of
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """An event the fold rejected: where it is in the log, what it is, why."""
+
+    partition: int
+    offset: int
+    type: str
+    graph_id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        graph = f" of graph {self.graph_id!r}" if self.graph_id is not None else ""
+        return f"partition {self.partition} offset {self.offset}: {self.type}{graph} rejected: {self.reason}"
+
+
 @dataclass
 class FoldCounts:
-    """What happened to each record read."""
+    """What happened to each record read, and which events the fold rejected."""
 
     read: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
     not_selected: int = 0
     undecodable: int = 0
+    rejections: list[Rejection] = field(default_factory=list)
 
     def add(self, other: "FoldCounts") -> None:
         self.read += other.read
         self.not_selected += other.not_selected
         self.undecodable += other.undecodable
+        self.rejections += other.rejections
         for name, n in other.outcomes.items():
             self.outcomes[name] = self.outcomes.get(name, 0) + n
 
@@ -80,8 +97,13 @@ def fold_records(
         if not selection.wants(event):
             counts.not_selected += 1
             continue
-        outcome = state.apply(event, record.offset, raw=record.value).value
-        counts.outcomes[outcome] = counts.outcomes.get(outcome, 0) + 1
+        outcome = state.apply(event, record.offset, raw=record.value)
+        counts.outcomes[outcome.value] = counts.outcomes.get(outcome.value, 0) + 1
+        if outcome is Outcome.REJECTED:
+            reason = state.last_rejection or "rejected"
+            counts.rejections.append(
+                Rejection(record.partition, record.offset, event.type, getattr(event, "graph_id", None), reason)
+            )
         if counts.read % COMMIT_EVERY == 0:
             state.commit()
     state.commit()

@@ -229,8 +229,10 @@ class PartitionState:
         except NotImplementedError:
             raise  # an event type with no evolve is a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
-            log.exception("graph event at offset %s (%s of %s) rejected", offset, event.type, ref)
             self.last_rejection = f"{type(exc).__name__}: {exc}"
+            # One line for whoever reads the log; the traceback for whoever debugs the rule.
+            log.error("graph event at offset %s (%s of %s) rejected: %s", offset, event.type, ref, self.last_rejection)
+            log.debug("traceback of the rejection at offset %s", offset, exc_info=True)
             self.repo.stage_rejection(offset, event.type, self.last_rejection)
             return Outcome.REJECTED
         journaled = not isinstance(event, (Forget, GraphVersionSwitched))
@@ -278,18 +280,22 @@ class PartitionState:
     @_slice.register
     def _decay_slice(self, event: Decay, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
         """The listed concepts with their neighbours, passages (from the view)
-        and those passages' links; the listed edges."""
+        and those passages' links; the listed edges; the edges of the
+        concepts listed as isolated."""
         view = self.views[ref]
         listed = sorted({c.id for c in event.concepts})
+        neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
         sources = {cid: tuple(view.passage_ids[view.index[cid]]) for cid in listed if cid in view.index}
         passages = self.repo.passages(ref, sorted({t for turns in sources.values() for t in turns}))
         candidates = [(c, t) for t, passage in passages.items() for c in passage.concept_ids]
+        isolated = [c.id for c in event.concepts if c.reason == "isolated"]
         return Slice(
             ref=ref, meta=meta,
-            concepts=self.repo.concepts(ref, [c.id for c in event.concepts if c.reason == "activation"]),
+            concepts=self.repo.concepts(ref, [c.id for c in event.concepts]),
             pairs=self.repo.pairs(ref, [(e.a, e.b) for e in event.edges]),
-            neighbours={cid: tuple(view.neighbour_ids(cid)) for cid in listed},
+            neighbours=neighbours,
             sources=sources, passages=passages, links=self.repo.links(ref, candidates),
+            isolated_edges=self.repo.edges_of(ref, {cid: neighbours[cid] for cid in isolated}),
         )
 
     @_slice.register

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import TopicNode
@@ -131,6 +131,15 @@ class GraphRepository:
                 if at is None:
                     at = times[last] = from_us(last)
                 found[edge] = pair_state(count, at)
+        return found
+
+    def edges_of(self, ref: GraphRef, neighbours: Mapping[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
+        """Per concept, its stored pairs with each of `neighbours[concept]` (neighbour -> pair)."""
+        found: dict[str, dict[str, PairState]] = {}
+        for cid, others in neighbours.items():
+            edges = {o: (cid, o) if cid < o else (o, cid) for o in others}
+            pairs = self.pairs(ref, edges.values())
+            found[cid] = {o: pairs[edge] for o, edge in edges.items() if edge in pairs}
         return found
 
     def sources(self, ref: GraphRef, cid: str) -> list[str]:

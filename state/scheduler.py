@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from emgas.processors.dynamics import window_start
-from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, TurnIngested
-from emgas.processors.graph import GraphParams, GraphRef
-from emgas.processors.pruning import expired_concepts, expired_edges, isolated_by
+from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, PrunedConcept, TurnIngested
+from emgas.processors.graph import ConceptState, GraphParams, GraphRef
+from emgas.processors.pruning import expired_concepts, expired_edges, isolated_by, outlived_its_edges
 from emgas.processors.topics import topics_of
 from emgas.state.projector import PartitionState
 
@@ -100,10 +100,27 @@ class Scheduler:
             if edge not in expired:
                 view.note_edge(edge, pair)
         isolated = isolated_by([c.id for c in concepts], [(e.a, e.b) for e in edges], view.neighbour_ids)
+        isolated = self._not_outlived(state, ref, isolated, {c.id: records[c.id] for c in concepts})
         return Decay(
             graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, trigger=trigger,
             params=params, concepts=tuple(concepts + isolated), edges=tuple(edges),
         )
+
+    def _not_outlived(
+        self, state: PartitionState, ref: GraphRef, isolated: list[PrunedConcept], pruned: dict[str, ConceptState]
+    ) -> list[PrunedConcept]:
+        """The isolated concepts whose edges would not all have gone before
+        their newest mention (`processors.pruning.outlived_its_edges`)."""
+        view = state.views[ref]
+        ids = [c.id for c in isolated]
+        records = state.repo.concepts(ref, ids)
+        edges = state.repo.edges_of(ref, {cid: view.neighbour_ids(cid) for cid in ids})
+        return [
+            c for c in isolated
+            if not outlived_its_edges(
+                records.get(c.id), [(pair, pruned.get(o)) for o, pair in sorted(edges[c.id].items())], self.params.decay
+            )
+        ]
 
     def consolidate(self, state: PartitionState, ref: GraphRef, at: datetime) -> Consolidate:
         view = state.views[ref]

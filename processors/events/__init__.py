@@ -16,8 +16,8 @@ name is importable from here.
 """
 
 from emgas.processors.events.base import (
-    MAX_FORGET_TURNS, MAX_ID_CHARS, MAX_METADATA_ITEMS, MAX_TEXT_BYTES, TOPIC_NAME_PATTERN, Event, Identifier,
-    MetadataValue, Text, TopicName,
+    EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, MAX_BOOST, MAX_FORGET_TURNS, MAX_ID_CHARS, MAX_METADATA_ITEMS,
+    MAX_TEXT_BYTES, TOPIC_NAME_PATTERN, Event, EventTime, Identifier, MetadataValue, Text, TopicName,
 )
 from emgas.processors.events.dead_letters import DeadLetter
 from emgas.processors.events.graph import (
@@ -33,7 +33,7 @@ from emgas.processors.events.queries import (
 )
 
 __all__ = [
-    "MAX_FORGET_TURNS", "MAX_ID_CHARS", "MAX_METADATA_ITEMS", "MAX_TEXT_BYTES", "TOPIC_NAME_PATTERN", "Event",
+    "EARLIEST_EVENT_TIME", "LATEST_EVENT_TIME", "MAX_BOOST", "EventTime", "MAX_FORGET_TURNS", "MAX_ID_CHARS", "MAX_METADATA_ITEMS", "MAX_TEXT_BYTES", "TOPIC_NAME_PATTERN", "Event",
     "Identifier", "MetadataValue", "Text", "TopicName", "DeadLetter", "LOG_EVENTS", "Boost", "Concept", "Consolidate",
     "Decay", "Forget", "GraphEvent", "GraphVersionSwitched", "PrunedConcept", "PrunedEdge", "Retrieved", "TopicNode",
     "TurnIngested", "Turn", "Checkpoint", "LogStarted", "Snapshot", "SnapshotLocation", "SnapshotStarted",

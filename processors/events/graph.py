@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import Field, model_validator
 
 from emgas.processors.dynamics import DecayParams
-from emgas.processors.events.base import MAX_FORGET_TURNS, Event, Identifier, MetadataValue
+from emgas.processors.events.base import MAX_BOOST, MAX_FORGET_TURNS, Event, EventTime, Identifier, MetadataValue
 from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotStarted
 
 
@@ -40,12 +40,19 @@ class TurnIngested(Event):
     turn_id: Identifier
     speaker: str
     text: str
-    timestamp: AwareDatetime
+    timestamp: EventTime
     session_id: str | None = None
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     language: str
     extractor: str
     concepts: tuple[Concept, ...]
+
+    @model_validator(mode="after")
+    def _distinct_concepts(self) -> "TurnIngested":
+        ids = [c.id for c in self.concepts]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a concept id appears twice in the turn (the extractor merges repeats)")
+        return self
 
 
 class GraphVersionSwitched(Event):
@@ -59,7 +66,7 @@ class GraphVersionSwitched(Event):
     schema_version: Literal[1] = 1
     graph_id: Identifier
     version: int = Field(ge=1)
-    timestamp: AwareDatetime
+    timestamp: EventTime
 
 
 class PrunedConcept(Event):
@@ -95,7 +102,7 @@ class Decay(Event):
     schema_version: Literal[1] = 1
     graph_id: Identifier
     graph_version: int = Field(ge=1)
-    timestamp: AwareDatetime  # the tick's event time (`as_of`)
+    timestamp: EventTime  # the tick's event time (`as_of`)
     trigger: Literal["window", "idle", "manual"]
     params: DecayParams
     concepts: tuple[PrunedConcept, ...] = ()
@@ -120,15 +127,16 @@ class Consolidate(Event):
     schema_version: Literal[1] = 1
     graph_id: Identifier
     graph_version: int = Field(ge=1)
-    timestamp: AwareDatetime
+    timestamp: EventTime
     topics: tuple[TopicNode, ...]
 
 
 class Boost(Event):
-    """Reinforcement of one concept by a retrieval; `amount` is unitless."""
+    """Reinforcement of one concept by a retrieval; `amount` is unitless, at
+    most MAX_BOOST (the bound of the worker's `retrieval_boost`)."""
 
     id: str
-    amount: float = Field(ge=0.0)
+    amount: float = Field(ge=0.0, le=MAX_BOOST)
 
 
 class Retrieved(Event):
@@ -140,7 +148,7 @@ class Retrieved(Event):
     graph_id: Identifier
     graph_version: int = Field(ge=1)
     request_id: Identifier
-    timestamp: AwareDatetime
+    timestamp: EventTime
     boosts: tuple[Boost, ...]
 
 
@@ -159,7 +167,7 @@ class Forget(Event):
     schema_version: Literal[1] = 1
     graph_id: Identifier
     request_id: Identifier
-    timestamp: AwareDatetime
+    timestamp: EventTime
     turn_ids: tuple[Identifier, ...] = Field(default=(), max_length=MAX_FORGET_TURNS)
     whole_graph: bool = False
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
-from emgas.processors.events.base import Event, Identifier, MAX_ID_CHARS, MAX_METADATA_ITEMS, MetadataValue, Text
+from emgas.processors.events.base import Event, EventTime, Identifier, MAX_ID_CHARS, MAX_METADATA_ITEMS, MetadataValue, Text
 
 
 class Turn(Event):
@@ -22,6 +22,6 @@ class Turn(Event):
     turn_id: Identifier
     speaker: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS)]
     text: Text
-    timestamp: AwareDatetime
+    timestamp: EventTime
     session_id: Identifier | None = None
     metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=MAX_METADATA_ITEMS)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
-from emgas.processors.events.base import Event, Identifier
+from emgas.processors.events.base import Event, EventTime, Identifier
 from emgas.processors.events.queries import GraphDigest
 
 
@@ -25,7 +25,7 @@ class LogStarted(Event):
     schema_version: Literal[1] = 1
     log_id: Identifier
     partition: int = Field(ge=0)
-    timestamp: AwareDatetime
+    timestamp: EventTime
 
 
 class SnapshotStarted(Event):
@@ -44,7 +44,7 @@ class SnapshotStarted(Event):
     graph_id: Identifier
     reason: Literal["policy", "request", "forget", "rebase"]
     base: bool = False
-    timestamp: AwareDatetime
+    timestamp: EventTime
 
 
 class Snapshot(Event):
@@ -66,17 +66,17 @@ class Snapshot(Event):
     data: str
     digests: tuple[GraphDigest, ...] = ()
     content_sha256: str = ""  # on the last part: SHA-256 of the records before compression
-    timestamp: AwareDatetime
+    timestamp: EventTime
 
 
 class SnapshotLocation(Event):
     """Where a complete snapshot of a graph lies in its partition."""
 
     graph_id: str
-    as_of: int  # the offset of its `snapshot_started`: the state it holds
-    first: int  # offset of its first part
-    last: int  # offset of its last part
-    parts: int
+    as_of: int = Field(ge=0)  # the offset of its `snapshot_started`: the state it holds
+    first: int = Field(ge=0)  # offset of its first part
+    last: int = Field(ge=0)  # offset of its last part
+    parts: int = Field(ge=1)
 
 
 class Checkpoint(Event):
@@ -93,4 +93,4 @@ class Checkpoint(Event):
     partition: int = Field(ge=0)
     as_of: int = Field(ge=0)  # the offset the listing reflects
     snapshots: tuple[SnapshotLocation, ...]
-    timestamp: AwareDatetime
+    timestamp: EventTime

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Union
 
-from pydantic import AwareDatetime, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
-from emgas.processors.events.base import MAX_ID_CHARS, Event, Identifier, MetadataValue, Text, TopicName
+from emgas.processors.events.base import Event, EventTime, Identifier, MAX_ID_CHARS, MetadataValue, Text, TopicName
 
 
 class QueryParams(Event):
@@ -48,7 +48,7 @@ class ActivationQuery(Event):
     # activates are boosted (a `retrieved` graph event). `at`: the event time
     # of that boost (default: the latest event time the graph has seen).
     reinforce: bool = True
-    at: AwareDatetime | None = None
+    at: EventTime | None = None
 
 
 class DigestQuery(Event):
@@ -177,7 +177,7 @@ class ErrorReply(Event):
 class SectionDigest(Event):
     """Number of records of one kind and the SHA-256 of their canonical form."""
 
-    count: int
+    count: int = Field(ge=0)
     digest: str
 
 

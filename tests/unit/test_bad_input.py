@@ -98,3 +98,69 @@ def test_a_decoder_that_fails_unexpectedly_gives_a_dead_letter_not_a_dead_agent(
     with pytest.raises(DecodeError) as refused:
         guarded(broken, b"{}")
     assert refused.value.code == "decoder_error" and "KeyError" in refused.value.message
+
+
+# -- graph events: values no worker writes are refused when decoded ----------------------
+
+CONCEPT = {"id": "dog", "text": "dog", "importance": 0.5}
+INGESTED = {**TURN, "type": "turn_ingested", "schema_version": 2, "language": "en", "extractor": "x",
+            "concepts": [CONCEPT, {**CONCEPT, "id": "beach", "text": "beach"}]}
+RETRIEVED = {"type": "retrieved", "schema_version": 1, "graph_id": "g", "graph_version": 1, "request_id": "q1",
+             "timestamp": "2026-11-20T10:00:00Z", "boosts": [{"id": "dog", "amount": 0.5}]}
+DECAY = {"type": "decay", "schema_version": 1, "graph_id": "g", "graph_version": 1, "timestamp": "2026-11-20T10:00:00Z",
+         "trigger": "window", "params": {}, "concepts": [{"id": "dog", "reason": "activation", "value": 0.001}]}
+SECTION = {"count": 1, "digest": "0" * 64}
+SNAPSHOT = {"type": "snapshot", "schema_version": 1, "graph_id": "g", "as_of": 3, "part": 0, "parts": 1, "data": "",
+            "timestamp": "2026-11-20T10:00:00Z",
+            "digests": [{"graph_id": "g", "version": 1, "active": True, "digest": "0" * 64, "sections": {"meta": SECTION}}]}
+CHECKPOINT = {"type": "checkpoint", "schema_version": 1, "log_id": "l", "partition": 0, "as_of": 9, "timestamp": "2026-11-20T10:00:00Z",
+              "snapshots": [{"graph_id": "g", "as_of": 3, "first": 4, "last": 4, "parts": 1}]}
+
+
+def boosted(amount) -> bytes:  # noqa: ANN001
+    return raw({**RETRIEVED, "boosts": [{"id": "dog", "amount": amount}]})
+
+
+def decay_params(**params) -> bytes:
+    return raw({**DECAY, "params": params})
+
+
+GRAPH_ROWS = [
+    ("boost not a number", boosted(float("nan")), "invalid_fields"),
+    ("boost infinite", b'{"type": "retrieved", "schema_version": 1, "graph_id": "g", "graph_version": 1, '
+     b'"request_id": "q1", "timestamp": "2026-11-20T10:00:00Z", "boosts": [{"id": "dog", "amount": 1e999}]}', "invalid_fields"),
+    ("boost above any the worker emits", boosted(10.5), "invalid_fields"),
+    ("boost that overflows the grid", boosted(1e300), "invalid_fields"),
+    ("negative boost", boosted(-0.1), "invalid_fields"),
+    ("importance not a number", raw({**INGESTED, "concepts": [{**CONCEPT, "importance": float("nan")}]}), "invalid_fields"),
+    ("importance above 1", raw({**INGESTED, "concepts": [{**CONCEPT, "importance": 3.0}]}), "invalid_fields"),
+    ("a concept twice in one turn", raw({**INGESTED, "concepts": [CONCEPT, CONCEPT]}), "invalid_fields"),
+    ("turn dated before 1970", raw({**INGESTED, "timestamp": "1969-07-20T20:17:00Z"}), "timestamp_out_of_range"),
+    ("turn dated in 2300", raw({**INGESTED, "timestamp": "2300-01-01T00:00:00Z"}), "timestamp_out_of_range"),
+    ("retrieval dated year 1", raw({**RETRIEVED, "timestamp": "0001-01-01T00:00:00Z"}), "timestamp_out_of_range"),
+    ("tick at the end of time", raw({**DECAY, "timestamp": "9999-12-31T23:59:59Z"}), "timestamp_out_of_range"),
+    ("half-life infinite", decay_params(half_life_s=1e999), "invalid_fields"),
+    ("threshold not a number", decay_params(concept_threshold=float("nan")), "invalid_fields"),
+    ("negative threshold", decay_params(edge_threshold=-1), "invalid_fields"),
+    ("pruned value not a number", raw({**DECAY, "concepts": [{"id": "dog", "reason": "activation", "value": float("nan")}]}), "invalid_fields"),
+    ("negative record count", raw({**SNAPSHOT, "digests": [{**SNAPSHOT["digests"][0], "sections": {"meta": {**SECTION, "count": -1}}}]}), "invalid_fields"),
+    ("negative snapshot offset", raw({**CHECKPOINT, "snapshots": [{**CHECKPOINT["snapshots"][0], "first": -4}]}), "invalid_fields"),
+    ("a snapshot of no parts", raw({**CHECKPOINT, "snapshots": [{**CHECKPOINT["snapshots"][0], "parts": 0}]}), "invalid_fields"),
+]
+
+
+@pytest.mark.parametrize(("case", "message", "code"), GRAPH_ROWS, ids=[r[0] for r in GRAPH_ROWS])
+def test_graph_events_with_values_no_worker_writes_are_refused(case, message, code):
+    with pytest.raises(DecodeError) as refused:
+        decode_graph_event(message)
+    assert refused.value.code == code
+
+
+@pytest.mark.parametrize(
+    "event",
+    [INGESTED, RETRIEVED, DECAY, SNAPSHOT, CHECKPOINT, {**INGESTED, "timestamp": "1970-01-01T00:00:00Z"},
+     {**RETRIEVED, "boosts": [{"id": "dog", "amount": 10.0}]}],
+    ids=["turn", "retrieval", "tick", "snapshot", "checkpoint", "the epoch itself", "the largest boost"],
+)
+def test_their_valid_neighbours_decode(event):
+    assert decode_graph_event(raw(event)).type == event["type"]

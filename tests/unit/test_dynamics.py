@@ -14,7 +14,7 @@ from emgas.processors.dynamics import (
     time_to_threshold,
     window_start,
 )
-from emgas.processors.graph import ConceptState, GraphMeta, activation_at, brought_to_tick, concept_after_retrieval, on_grid
+from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, activation_at, brought_to_tick, concept_after_retrieval, on_grid
 from emgas.processors.pruning import PairState, expired_concepts, expired_edges, isolated_by
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -91,11 +91,14 @@ def test_activation_at_decays_from_the_last_tick_brought_to():
     assert activation_at(c, T0 + timedelta(days=20), EXP) == pytest.approx(0.2)
 
 
+NO_WINDOWS = GraphParams(window_s=0)
+
+
 def test_retrieval_records_count_first_last_and_frequency():
     meta = GraphMeta()
     c = concept(activation=0.5)
     for day in (3, 1, 7):
-        c = concept_after_retrieval(c, 0.25, T0 + timedelta(days=day), meta)
+        c = concept_after_retrieval(c, 0.25, T0 + timedelta(days=day), meta, NO_WINDOWS)
     assert c.retrievals == 3 and c.base_activation == 1.25
     assert c.first_retrieved == T0 + timedelta(days=1) and c.last_retrieved == T0 + timedelta(days=7)
     assert c.retrieval_frequency() == pytest.approx(3 / 6)  # n / T in retrievals per day

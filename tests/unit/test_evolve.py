@@ -168,7 +168,8 @@ def test_consolidation_keeps_the_members_still_in_the_graph(members, present, ke
 def test_a_retrieval_boosts_the_concepts_still_held_and_marks_the_request():
     event = Retrieved(graph_id="g", graph_version=1, request_id="q1", timestamp=at(1),
                       boosts=(Boost(id="kafka", amount=0.25), Boost(id="gone", amount=0.5)))
-    delta = evolve(event, Slice(ref=G, concepts={"kafka": concept("kafka", 0.5)}), PARAMS)
+    meta = GraphMeta(turns=1, first_seen=T0, clock=T0)  # the graph's clock: its one turn
+    delta = evolve(event, Slice(ref=G, meta=meta, concepts={"kafka": concept("kafka", 0.5)}), PARAMS)
     [kafka] = delta.concepts
     assert (kafka.base_activation, kafka.retrievals, kafka.first_retrieved, kafka.last_retrieved) == (0.75, 1, at(1), at(1))
     assert delta.retrieval == "q1"
@@ -207,7 +208,9 @@ def test_an_event_type_with_no_evolve_fails_loudly():
 
 
 def test_a_poison_value_raises_in_evolve():
-    """A boost that decodes but overflows the activation grid: what the projector rejects."""
-    event = Retrieved(graph_id="g", graph_version=1, request_id="q", timestamp=at(1), boosts=(Boost(id="kafka", amount=1e300),))
+    """A boost that overflows the activation grid, built past validation (decoding
+    refuses it): what gets through anyway is rejected by the projector."""
+    boost = Boost.model_construct(id="kafka", amount=1e300)
+    event = Retrieved(graph_id="g", graph_version=1, request_id="q", timestamp=at(1), boosts=(boost,))
     with pytest.raises(OverflowError):
         evolve(event, Slice(ref=G, concepts={"kafka": concept("kafka", 0.5)}), PARAMS)
