@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test install kcat browser clean
+.PHONY: demo test install kafka kcat browser clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# Apache Kafka's jars from Maven Central (streams/broker/pom.xml), once, into
+# ~/.cache/emgas: `emgas broker` and the tests then run a real Kafka (Java 17+).
+kafka: install
+	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then $(VENV)/bin/emgas broker --install; \
+	else echo "no java or mvn: emgas broker runs librdkafka's mock cluster, and the tests that need Kafka are skipped"; fi
 
 # The interop test drives kcat, a Kafka client no one here wrote (Debian package).
 kcat:
@@ -22,10 +28,10 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 	@[ -d tests/browser/node_modules/playwright-core ] || npm ci --prefix tests/browser --silent
 
-demo: install
+demo: install kafka
 	$(VENV)/bin/emgas demo
 
-test: install kcat browser
+test: install kafka kcat browser
 	$(VENV)/bin/pytest
 
 clean:

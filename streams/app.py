@@ -44,6 +44,7 @@ from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.checkpoint import Checkpoint
 from emgas.streams.dlq import dead_letter, guarded
 from emgas.streams.faust_transport import App
+from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.membership import GroupWatch, guard_sync_groups, watch_group
 from emgas.streams.metrics import Metrics, register_pages
 from emgas.streams.viewer import register_viewer
@@ -100,6 +101,9 @@ def create_app(settings: Settings) -> faust.App:
         lambda: _health(settings, recovery),
     )
     register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
+    token = settings.web_token()
+    if token is not None:  # every page behind the bearer token (`streams.http_auth`)
+        app.web.web_app.middlewares.append(aiohttp_guard(token))
     def rejoined(reason: str) -> None:
         metrics.group_rejoins.labels(reason).inc()
 

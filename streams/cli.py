@@ -110,18 +110,27 @@ def _number_type(name: str) -> Any:
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.local import remove_broker_file, start_embedded, write_broker_file
+    """Run this machine's broker in the foreground until SIGINT/SIGTERM (see `streams.local`)."""
+    from emgas.streams.kafka_node import install
+    from emgas.streams.local import remove_broker_file, start_local_broker, write_broker_file
 
-    cluster = start_embedded(settings, brokers=args.brokers)
-    write_broker_file(settings, cluster)
-    print(f"embedded broker (librdkafka mock cluster) on {cluster.bootstrap_servers}", flush=True)
+    if args.install:
+        jars = install(settings.kafka_cache)
+        print(f"Apache Kafka {jars.version}: {len(list(jars.libs.glob('*.jar')))} jars in {jars.libs}")
+        return 0
+    kind = "kafka" if args.kafka else "mock" if args.mock else None
+    broker = start_local_broker(settings, settings.kafka_dir, kind, mock_brokers=args.brokers)
+    if broker.note:
+        print(broker.note, flush=True)
+    write_broker_file(settings, broker)
+    print(f"{broker.description} on {broker.bootstrap_servers}", flush=True)
     print(f"bootstrap servers written to {settings.broker_file}; Ctrl-C to stop", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    remove_broker_file(settings, cluster)
-    cluster.close()
+    remove_broker_file(settings, broker)
+    broker.close()
     return 0
 
 
@@ -326,7 +335,12 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
 TOOL_REGISTRY = "emgas.tools.commands"
 
 COMMANDS: tuple[Command, ...] = (
-    Command("broker", "run the embedded broker in the foreground", _broker, (
+    Command("broker", "run this machine's broker in the foreground (real Kafka where Java is, else the mock)", _broker, (
+        OneOf((
+            arg("--kafka", action="store_true", help="Apache Kafka (one KRaft node; an error without Java or its jars)"),
+            arg("--mock", action="store_true", help="librdkafka's mock cluster (keeps ~5 MiB per partition, nothing after a stop)"),
+            arg("--install", action="store_true", help="fetch the pinned Kafka's jars from Maven Central (needs mvn), then exit"),
+        ), required=False),
         arg("--brokers", type=int, default=1, help="brokers in the mock cluster"),
     )),
     Command("worker", "run a worker against the configured broker", _worker, (arg("--loglevel", default="INFO"),)),

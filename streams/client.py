@@ -9,6 +9,7 @@ wait) and matched to requests by `request_id`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import itertools
 import uuid
 from datetime import datetime, timezone
@@ -23,10 +24,12 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
     ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, PassageQuery, QueryParams, Reply, StatsQuery, Turn,
 )
+from emgas.streams.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
 from emgas.streams.settings import Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
+log = logging.getLogger(__name__)
 PUBLISH_CHUNK = 500  # records sent before their acks are awaited
 T = TypeVar("T")
 
@@ -72,23 +75,29 @@ class MemoryClient:
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._servers, acks="all", linger_ms=0, **self.settings.kafka_options()
+            bootstrap_servers=self._servers, acks="all", enable_idempotence=True, linger_ms=0,
+            **self.settings.kafka_options()
         )
         try:
-            await asyncio.wait_for(self._producer.start(), self.settings.query_timeout_s)
+            with connection_reasons() as reasons:
+                await asyncio.wait_for(self._producer.start(), self.settings.query_timeout_s)
         except (KafkaError, OSError, asyncio.TimeoutError) as exc:
             await self._producer.stop()
             self._producer = None
-            raise BrokerError(f"cannot reach Kafka at {self._servers}: {exc!r}") from None
+            raise BrokerError(unreachable(self._servers, exc, reasons, self.settings.kafka)) from None
 
     async def close(self) -> None:
+        """Stop reading replies and the producer, each within the query timeout
+        (a producer flushing sends to a broker that went away would otherwise wait for ever)."""
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
-        if self._replies is not None:
-            await self._replies.stop()
-        if self._producer is not None:
-            await self._producer.stop()
+        for client in (self._replies, self._producer):
+            if client is not None:
+                try:
+                    await asyncio.wait_for(client.stop(), self.settings.query_timeout_s)
+                except asyncio.TimeoutError:
+                    log.warning("a Kafka client did not stop within %g s; left behind", self.settings.query_timeout_s)
 
     async def publish(
         self, turns: Iterable[Turn], chunk: int = PUBLISH_CHUNK, progress: Callable[[int], None] | None = None
@@ -200,11 +209,13 @@ class MemoryClient:
         await self._listen()
         waiter = self._pending[request.request_id] = asyncio.get_running_loop().create_future()
         timeout = timeout_s or self.settings.query_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            await self._producer.send_and_wait(
+            # The send too is bounded: a request never waits past its timeout.
+            await asyncio.wait_for(self._producer.send_and_wait(
                 self.settings.queries_topic, encode(request), key=key, partition=partition
-            )
-            return await asyncio.wait_for(waiter, timeout)
+            ), timeout)
+            return await asyncio.wait_for(waiter, max(0.0, deadline - asyncio.get_running_loop().time()))
         except asyncio.TimeoutError:
             raise QueryTimeout(
                 f"no reply to request {request.request_id} for {about} within {timeout:g} s "

@@ -26,12 +26,13 @@ class Arg:
 
 @dataclass(frozen=True)
 class OneOf:
-    """Arguments of which exactly one must be given."""
+    """Arguments of which exactly one must be given (at most one, if not `required`)."""
 
     args: tuple[Arg, ...]
+    required: bool = True
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_mutually_exclusive_group(required=True)
+        group = parser.add_mutually_exclusive_group(required=self.required)
         for argument in self.args:
             argument.add_to(group)
 

@@ -36,6 +36,7 @@ from emgas.processors.errors import CoreError
 from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
+from emgas.streams.http_auth import asgi_guard, check_exposure
 from emgas.streams.memory import AsyncMemory, MemoryError
 from emgas.streams.settings import Settings
 
@@ -44,7 +45,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PORT = 8765
 CONCEPTS_SHOWN = 10  # concepts a recall reports: enough to see why, few enough to read
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 INSTRUCTIONS = """\
 Long-term associative memory of conversations (emgas). Each graph is one
@@ -397,15 +397,15 @@ def serve(settings: Settings, graph: str | None, allow: Iterable[str] = (), http
             print(f"emgas mcp: stdio; {policy}; broker {settings.bootstrap_servers()}", file=sys.stderr, flush=True)
             server.run("stdio")
             return 0
+        token = settings.web_token()
+        check_exposure(host, token, "emgas mcp --http")
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
-        print(f"emgas mcp: streamable HTTP at {url}; {policy}; broker {settings.bootstrap_servers()}",
+        auth = "bearer token required" if token else "no token (loopback only)"
+        print(f"emgas mcp: streamable HTTP at {url}; {auth}; {policy}; broker {settings.bootstrap_servers()}",
               file=sys.stderr, flush=True)
-        if host not in LOOPBACK:
-            print("emgas mcp: warning: no authentication: anyone who reaches this port can read and forget "
-                  "these memories", file=sys.stderr, flush=True)
         # uvicorn stops cleanly on SIGTERM, then raises it again: exit 0 then, not killed by it
         signal.signal(signal.SIGTERM, _exit_cleanly)
-        anyio.run(_serve_http, server, host, port)
+        anyio.run(_serve_http, server, host, port, token)
         return 0
     except SystemExit as stop:  # uvicorn's exit: the lifespan failed, or the port is taken
         if server.startup_error is not None:
@@ -421,7 +421,7 @@ def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-async def _serve_http(server: _MemoryServer, host: str, port: int) -> None:
+async def _serve_http(server: _MemoryServer, host: str, port: int, token: str | None = None) -> None:
     """`MCPServer.run_streamable_http_async`, but a memory that cannot open is one line, not a traceback."""
     import uvicorn
 
@@ -435,7 +435,8 @@ async def _serve_http(server: _MemoryServer, host: str, port: int) -> None:
 
         await app(scope, receive, send_quietly if scope["type"] == "lifespan" else send)
 
-    await uvicorn.Server(uvicorn.Config(quiet_startup, host=host, port=port, log_level="warning")).serve()
+    guarded = asgi_guard(quiet_startup, token)
+    await uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="warning")).serve()
 
 
 def _first_expected(group: BaseExceptionGroup) -> BaseException:

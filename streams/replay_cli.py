@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, TypeVar
@@ -34,6 +35,7 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     state_dir = args.state_dir or settings.home / "replay" / f"{stamp}-{args.graph or 'all'}"
     selection = Selection(graph_id=args.graph, as_of=args.as_of, to_offset=args.to_offset)
+    quiet_rejections(args.verbose)
 
     def start(bar: tqdm) -> Awaitable[ReplayResult]:
         return replay(
@@ -44,6 +46,19 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     result = _with_bar("replay", start)
     _print_replay(result, args.json)
     return 1 if result.differences else 0
+
+
+def quiet_rejections(verbose: bool) -> None:
+    """The fold's own log of a rejection stays out of the replay's output
+    (which prints one line per rejected event); with --verbose it shows,
+    with the traceback."""
+    logger = logging.getLogger("emgas.state.projector")
+    if verbose:
+        logger.setLevel(logging.DEBUG)
+        if not logging.getLogger().handlers:
+            logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    else:
+        logger.setLevel(logging.CRITICAL)
 
 
 def _with_bar(desc: str, start: Callable[[tqdm], Awaitable[T]]) -> T:
@@ -59,6 +74,7 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
             "state_dir": str(result.state_dir),
             "events_read": counts.read, "outcomes": counts.outcomes,
             "not_selected": counts.not_selected, "undecodable": counts.undecodable,
+            "rejections": [vars(r) for r in counts.rejections],
             "seconds": round(report.seconds, 3), "events_per_s": round(report.events_per_s, 1),
             "ranges": {str(p): list(r) for p, r in report.ranges.items()},
             "checkpoints": {str(p): o for p, o in report.checkpoints.items()},
@@ -75,6 +91,8 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
     for partition, offset in sorted(report.checkpoints.items()):
         start, stop = report.ranges[partition]
         print(f"partition {partition}: started from the checkpoint at offset {offset}, folded offsets {start}..{stop - 1}")
+    for rejection in counts.rejections:
+        print(rejection)
     rejected = counts.outcomes.get("rejected", 0)
     if rejected:
         print(f"{rejected} event(s) rejected by the fold, as the live worker rejected them (see its log)")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from emgas.processors.activation import ActivationParams
@@ -19,6 +19,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.streams.embedded import TopicSpec
 from emgas.streams.errors import ConfigError
+from emgas.streams.kafka_node import DEFAULT_HEAP, default_cache
 from emgas.streams.security import KafkaSecurity
 
 
@@ -55,6 +56,10 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
     web_host: str = "127.0.0.1"
     web_port: int = 6066
+    # The bearer token of the worker's web server and `emgas mcp --http`
+    # (`streams.http_auth`); without one they listen on loopback only.
+    http_token: SecretStr | None = None
+    http_token_file: Path | None = None
     query_timeout_s: float = Field(default=10.0, gt=0)
     # Turns stamped further ahead of the worker's clock go to the DLQ.
     max_future_s: float = Field(default=86_400.0, gt=0)
@@ -94,6 +99,15 @@ class Settings(BaseSettings):
     replies_retention_ms: int = Field(default=3_600_000, ge=1)
     dlq_retention_ms: int = Field(default=30 * 86_400_000, ge=1)
 
+    # Which broker `emgas broker` and `emgas demo` run: a real Kafka when Java
+    # and the jars are here (auto), else librdkafka's mock cluster.
+    broker_kind: Literal["auto", "kafka", "mock"] = "auto"
+    # A Kafka distribution to run instead of the pinned jars (its libs/*.jar).
+    kafka_home: Path | None = None
+    # Where `emgas broker --install` puts the pinned Kafka's jars.
+    kafka_cache: Path = Field(default_factory=default_cache)
+    kafka_heap: str = DEFAULT_HEAP  # JVM heap options of the real broker
+
     kafka: KafkaSecurity = KafkaSecurity()
     extraction: ExtractionParams = ExtractionParams()
     activation: ActivationParams = ActivationParams()
@@ -102,6 +116,11 @@ class Settings(BaseSettings):
     @property
     def broker_file(self) -> Path:
         return self.home / "broker.json"
+
+    @property
+    def kafka_dir(self) -> Path:
+        """Where `emgas broker` keeps its real Kafka: config, log (the records), output."""
+        return self.home / "kafka"
 
     @property
     def worker_data_dir(self) -> Path:
@@ -119,6 +138,12 @@ class Settings(BaseSettings):
                 f"no broker configured: set EMGAS_BROKER=host:port, or start one with "
                 f"`emgas broker` (it writes {self.broker_file})"
             ) from None
+
+    def web_token(self) -> str | None:
+        """The HTTP bearer token (None: none configured); ConfigError if unusable."""
+        from emgas.streams.http_auth import http_token
+
+        return http_token(self.http_token, self.http_token_file)
 
     def kafka_options(self) -> dict:
         """Security options for every aiokafka client (see `streams.security`)."""

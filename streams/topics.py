@@ -15,6 +15,7 @@ from aiokafka.errors import (
 )
 
 from emgas.streams.errors import BrokerError
+from emgas.streams.security import connection_reasons, unreachable
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,16 +74,18 @@ async def ensure_topics(settings: Settings) -> None:
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers(), **settings.kafka_options())
     try:
-        await admin.start()
+        with connection_reasons() as reasons:
+            await admin.start()
     except KafkaError as exc:
-        raise BrokerError(f"cannot reach Kafka at {settings.bootstrap_servers()}: {exc}") from None
+        raise BrokerError(unreachable(settings.bootstrap_servers(), exc, reasons, settings.kafka)) from None
     try:
         existing = set(await admin.list_topics())
         missing = [t for t in settings.topics() if t.name not in existing]
         if missing:
             await _create(admin, settings, missing)
-        if settings.graph_events_topic in existing:
-            await _check_retention(admin, settings.graph_events_topic)
+        # Checked even when it was just created: another worker or tool may have
+        # made it first (then Kafka answered "already exists" to us).
+        await _check_retention(admin, settings.graph_events_topic)
     finally:
         await admin.close()
 

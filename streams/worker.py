@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import tempfile
 
 import faust
 
 from emgas.streams.app import FATAL, create_app
-from emgas.streams.errors import WorkerStopped
+from emgas.streams.errors import StreamsError, WorkerStopped
+from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
 from emgas.streams.logs import logging_config
 from emgas.streams.topics import ensure_topics
@@ -42,8 +45,32 @@ class HandingOverWorker(faust.Worker):
         super()._on_sigterm()
 
 
+def check_can_start(settings: Settings) -> None:
+    """What a worker needs of this machine before it starts, each a one-line
+    error naming the setting to change: a writable state directory, a
+    free port for its web server, and a token if that listens beyond loopback."""
+    state_dir = settings.worker_data_dir
+    setting = "EMGAS_DATA_DIR" if settings.data_dir else "EMGAS_HOME"
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir):
+            pass
+    except OSError as exc:
+        raise StreamsError(f"cannot write the state directory {state_dir} ({setting}): {exc.strerror}") from None
+    check_exposure(settings.web_host, settings.web_token(), "the worker's web server (EMGAS_WEB_HOST)")
+    with socket.socket() as probe:
+        try:
+            probe.bind((settings.web_host, settings.web_port))
+        except OSError as exc:
+            raise StreamsError(
+                f"the web port {settings.web_host}:{settings.web_port} is not free ({exc.strerror}): "
+                "stop what uses it, or choose another port with EMGAS_WEB_PORT"
+            ) from None
+
+
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
+    check_can_start(settings)
     asyncio.run(ensure_topics(settings))
     print(where(settings), flush=True)
     app = create_app(settings)

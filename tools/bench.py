@@ -14,7 +14,7 @@ Every figure is the median of several repeats, with their min and max:
   extraction of those same turns, so fold and extraction compare on
   identical turns.
 - ingest_turns_per_s(_2_workers): publish -> applied and visible to
-  queries, end to end on the embedded broker, one worker (two workers).
+  queries, end to end on the broker (Apache Kafka, or the mock with --mock), one worker (two workers).
 - passthrough_turns_per_s: the same two Kafka hops as ingest (turns topic ->
   graph-events-sized records on a second topic -> a consumer that counts
   them), by a process that neither extracts nor folds: the most ingest
@@ -24,7 +24,7 @@ Every figure is the median of several repeats, with their min and max:
   graph (seeded; Zipf-distributed node popularity), 3 seeds drawn by
   degree; ppr_p50_ms: personalised PageRank on the same graph and seeds.
 - rr_p50_ms / rr_p99_ms: query round trip through Kafka request/reply on the
-  embedded broker against a graph of LoCoMo size; rr_worker_p50_ms: the
+  same broker against a graph of LoCoMo size; rr_worker_p50_ms: the
   worker's own time per query in those round trips (the replies'
   `timings.total_ms`); idle_worker_cpu_percent: the worker's CPU use while
   nobody talks to it.
@@ -68,7 +68,7 @@ retrievals and ticks.
   serving a snapshot request of that graph on a RocksDB state
   (`SnapshotWriter.serve`: content read, digests, packed, cut into parts).
 - takeover_s_history_1x / _10x (and _no_snapshots): live, on a fresh
-  embedded broker per history (1 partition) whose log holds the
+  broker per history (1 partition) whose log holds the
   takeover_turns-turn graph's history: from just before a worker with no
   state (new name, new data directory, automatic snapshot rounds off)
   is started until an activation query for the graph (asked again every
@@ -80,10 +80,9 @@ retrievals and ticks.
   recovery_records_read_history_*: the worker's own account of that
   catch-up (`/health` `recoveries`): seconds and records read.
   takeover_digests_equal: whether every takeover served the same graph.
-  Process start and group join on the mock broker are a fixed cost of
-  several seconds, and its 5 MiB per partition bound the history (3,380
-  events of 1 KB at 300 turns, 10x), so these ratios mostly show the
-  fixed cost; the in-process figures show recovery alone.
+  On Apache Kafka (the default) the full run's history is 3,000 turns
+  (about 34,000 events at 10x); on the mock (`--mock`) its 5 MiB per
+  partition bounds the history, so keep the quick sizes there.
 - snapshot_write_s: from appending the snapshot request until its
   checkpoint is in the log (`request_snapshots`, the owner idle and
   caught up), one per history log (the same state), median of the two.
@@ -157,7 +156,7 @@ from emgas.tools.harness import (
 )
 from emgas.streams.embedded import TopicSpec
 from emgas.streams.errors import QueryTimeout
-from emgas.streams.local import start_embedded
+from emgas.streams.local import choose, kafka_jars, start_scratch_broker
 from emgas.streams.settings import Settings
 from emgas.streams.snapshots import request_snapshots
 from emgas.tools.scaling_bench import SCALE_GRAPHS, scaling_figures
@@ -391,6 +390,15 @@ HOP_IDLE_S = 0.005
 PASSTHROUGH_DEADLINE_S = 600.0  # the passthrough process gives up (and exits) after this
 
 
+def broker_in_use(settings: Settings) -> str:
+    """Which broker the live figures are measured on ("Apache Kafka 4.1.2", or the mock and why)."""
+    kind, reason = choose(settings)
+    if kind == "kafka":
+        jars = kafka_jars(settings)
+        return f"Apache Kafka {jars.version if jars else '?'} (one KRaft node)"
+    return "librdkafka mock cluster" + (f" ({reason})" if reason else "")
+
+
 def bench_topics(settings: Settings) -> list[TopicSpec]:
     return [
         TopicSpec(PASSTHROUGH_TURNS, settings.turn_partitions),
@@ -609,13 +617,12 @@ def round_trip_figures(live: Settings, queries: int, repeats: int) -> dict[str, 
 
 
 def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """On one embedded broker (4 partitions): ingest with one worker, the
+    """On one fresh broker (4 partitions): ingest with one worker, the
     passthrough, replay and log read, round trips, Kafka hops and idle CPU,
     then ingest with a second worker added."""
     home = Path(tempfile.mkdtemp(prefix="emgas-bench-"))
     bench = settings.model_copy(update={"home": home, "partitions": 4, "turn_partitions": 4})
-    cluster = start_embedded(bench)
-    cluster.create_topics(bench_topics(bench))
+    cluster = start_scratch_broker(bench, home / "kafka", extra_topics=bench_topics(bench))
     live = bench.model_copy(update={"broker": cluster.bootstrap_servers})
     procs = [start_worker(live, home / "worker-1.log", name="worker-1")]
     repeats = size["repeats"]
@@ -636,9 +643,13 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
         progress("kafka hops")
         out.update(hop_figures(live, size["hops"], repeats))
         time.sleep(1.0)
+        broker_pid = cluster.details.get("jvm_pid")  # the mock runs inside this process: not measured
         cpu = cpu_seconds(procs[0].pid)
+        broker_cpu = cpu_seconds(broker_pid) if broker_pid else None
         time.sleep(size["idle_s"])
         out["idle_worker_cpu_percent"] = round((cpu_seconds(procs[0].pid) - cpu) / size["idle_s"] * 100, 2)
+        if broker_pid:
+            out["idle_broker_cpu_percent"] = round((cpu_seconds(broker_pid) - broker_cpu) / size["idle_s"] * 100, 2)
         procs.append(start_worker(live, home / "worker-2.log", name="worker-2"))
         progress("a second worker joins")
         asyncio.run(wait_for_workers(live, {"worker-1", "worker-2"}, 90))
@@ -875,13 +886,13 @@ def _takeovers(live: Settings, tag: str, graph: str, text: str, repeats: int, pr
 def _history_takeovers(
     settings: Settings, events: list[GraphEvent], graph: str, text: str, tag: str, repeats: int, progress: Progress
 ) -> tuple[list[dict], list[dict], float]:
-    """On a fresh embedded broker (1 partition) whose log holds `events`:
+    """On a fresh broker (1 partition) whose log holds `events`:
     takeovers with no checkpoint in the log; the last of those workers
     then writes a snapshot on request (timed until its checkpoint is in the
     log) and stops; then takeovers that start from that checkpoint."""
     home = Path(tempfile.mkdtemp(prefix="emgas-bench-takeover-"))
     bench = settings.model_copy(update={"home": home, "partitions": 1, "turn_partitions": 1})
-    cluster = start_embedded(bench)
+    cluster = start_scratch_broker(bench, home / "kafka")
     live = bench.model_copy(update={"broker": cluster.bootstrap_servers})
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -1014,34 +1025,50 @@ def limits(figures: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_bench(settings: Settings, quick: bool, progress: Progress = print) -> dict[str, Any]:
+def run_bench(
+    settings: Settings, quick: bool, progress: Progress = print, partial: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Every figure; `partial(figures so far)` after each part (a long run that fails late keeps the rest)."""
     size = (
         dict(extract=100, fold_turns=1500, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
              hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2,
              scale_turns=150, handoff_turns=600, scale_repeats=1)
         if quick
         else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
-                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=300, recovery_turns=2000, repeats=3,
+                  rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=3000, recovery_turns=2000, repeats=3,
                   scale_turns=1500, handoff_turns=4000, scale_repeats=3)
     )
-    figures: dict[str, Any] = {"quick": quick, "machine": machine()}
+    figures: dict[str, Any] = {"quick": quick, "machine": machine(), "broker": broker_in_use(settings)}
     progress("extraction")
+    _part(partial, figures)
     figures.update(extraction_figures(size["extract"], size["repeats"]))
     progress("the fold alone")
+    _part(partial, figures)
     figures.update(fold_figures(size["fold_turns"], size["repeats"]))
     progress("queries on the synthetic graph")
+    _part(partial, figures)
     figures.update(query_figures(size["concepts"], size["edges"], size["queries"], size["repeats"]))
     progress("forgetting a turn")
+    _part(partial, figures)
     figures.update(forget_figures(size["forget_days"], size["repeats"]))
     progress("recovery from a checkpoint, in process")
+    _part(partial, figures)
     figures.update(in_process_recovery_figures(size["recovery_turns"], size["repeats"], settings.graph))
+    _part(partial, figures)
     figures.update(pipeline_figures(settings, size, progress))
+    _part(partial, figures)
     figures.update(takeover_figures(settings, size["takeover_turns"], size["repeats"], progress))
     progress("scaling out: CPU per turn, hand-offs")
     handoff_history = history_log(conversations(size["handoff_turns"], Shape(graphs=SCALE_GRAPHS)), 1, settings.graph).log
+    _part(partial, figures)
     figures.update(scaling_figures(settings, size, handoff_history, progress))
     figures["limits"] = limits(figures)
     return figures
+
+
+def _part(partial: Callable[[dict[str, Any]], None] | None, figures: dict[str, Any]) -> None:
+    if partial is not None:
+        partial(figures)
 
 
 def _limit_line(name: str, limit: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from emgas.streams.command import Command, arg
+from emgas.streams.command import Command, OneOf, arg
 from emgas.streams.settings import Settings
 from emgas.tools.baselines import NAMES as RETRIEVERS
 
@@ -19,7 +19,7 @@ from emgas.tools.baselines import NAMES as RETRIEVERS
 def _demo(settings: Settings, args: argparse.Namespace) -> int:
     from emgas.tools.demo import run_demo
 
-    figures = run_demo(settings, rounds=args.rounds)
+    figures = run_demo(settings, rounds=args.rounds, kind="kafka" if args.kafka else "mock" if args.mock else None)
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
     return 0
@@ -57,7 +57,11 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
             bar.set_description(step)
             bar.update(1)
 
-        figures = run_bench(settings, args.quick, progress=progress)
+        if args.mock:
+            settings = settings.model_copy(update={"broker_kind": "mock"})
+        partial = (lambda figures: args.json_out.write_text(json.dumps({**figures, "partial": True}, indent=2))) \
+            if args.json_out else None
+        figures = run_bench(settings, args.quick, progress=progress, partial=partial)
     print(format_figures(figures))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
@@ -87,7 +91,11 @@ def _simulate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("demo", "embedded broker + worker, sample conversation, queries", _demo, (
+    Command("demo", "broker (real Kafka where Java is) + worker, sample conversation, queries", _demo, (
+        OneOf((
+            arg("--kafka", action="store_true", help="on Apache Kafka (an error without Java or its jars)"),
+            arg("--mock", action="store_true", help="on librdkafka's mock cluster"),
+        ), required=False),
         arg("--rounds", type=int, default=20, help="query repetitions for latency figures"),
         arg("--json-out", type=Path, help="write the measured figures here as JSON"),
     )),
@@ -111,6 +119,7 @@ COMMANDS: tuple[Command, ...] = (
             "memory, and the limits they are held to", _bench, (
         arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
         arg("--quick", action="store_true", help="small sizes: under a minute, for smoke tests"),
+        arg("--mock", action="store_true", help="live figures on librdkafka's mock cluster (default: Apache Kafka where Java is)"),
     )),
     Command("loadtest", "turns and queries at a steady rate on the embedded broker, then reconcile", _loadtest, (
         arg("--turns", type=int, default=2000),

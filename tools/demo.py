@@ -1,4 +1,4 @@
-"""`emgas demo`: the whole pipeline on the embedded broker, with figures.
+"""`emgas demo`: the whole pipeline on this machine's broker, with figures.
 
 Starts the mock cluster in this process and a worker as a child process
 (`emgas worker`), publishes the built-in sample conversation (two graphs,
@@ -21,7 +21,7 @@ from emgas.processors.events import ActivationReply
 from emgas.streams.cli import format_reply
 from emgas.streams.client import MemoryClient
 from emgas.streams.errors import StreamsError
-from emgas.streams.local import start_embedded
+from emgas.streams.local import start_local_broker
 from emgas.streams.settings import Settings
 from emgas.tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 
@@ -74,11 +74,16 @@ async def _session(settings: Settings, rounds: int) -> dict[str, Any]:
     return figures
 
 
-def run_demo(settings: Settings, rounds: int = 20) -> dict[str, Any]:
+def run_demo(settings: Settings, rounds: int = 20, kind: str | None = None) -> dict[str, Any]:
+    """The demo on this machine's broker (`streams.local`: real Kafka where
+    Java and its jars are, else the mock; `kind` chooses), in a fresh home."""
     home = Path(tempfile.mkdtemp(prefix="emgas-demo-"))
-    cluster = start_embedded(settings)
-    demo = settings.model_copy(update={"broker": cluster.bootstrap_servers, "home": home})
-    print(f"embedded broker on {cluster.bootstrap_servers}; starting a worker (log: {home / 'worker.log'})")
+    demo = settings.model_copy(update={"home": home})
+    cluster = start_local_broker(demo, home / "kafka", kind)
+    if cluster.note:
+        print(cluster.note)
+    demo = demo.model_copy(update={"broker": cluster.bootstrap_servers})
+    print(f"{cluster.description} on {cluster.bootstrap_servers}; starting a worker (log: {home / 'worker.log'})")
     worker = start_worker(demo, home / "worker.log")
     try:
         figures = asyncio.run(_session(demo, rounds))

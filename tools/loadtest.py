@@ -24,7 +24,7 @@ from emgas.tools.replay_bench import synthetic_turns
 from emgas.streams.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from emgas.streams.local import start_embedded
+from emgas.streams.local import start_scratch_broker
 from emgas.streams.settings import Settings
 
 
@@ -82,7 +82,7 @@ async def _session(settings: Settings, turns: list[Any], rate: float, duration_s
 def run_loadtest(settings: Settings, turns: int, queries_per_s: float, duration_s: float, graphs: int = 50) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="emgas-load-"))
     load = settings.model_copy(update={"home": home})
-    cluster = start_embedded(load)
+    cluster = start_scratch_broker(load, load.home / "kafka")
     live = load.model_copy(update={"broker": cluster.bootstrap_servers})
     worker = start_worker(live, home / "worker.log")
     try:

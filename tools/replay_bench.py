@@ -35,7 +35,7 @@ from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.streams.client import MemoryClient
 from emgas.tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from emgas.streams.local import start_embedded
+from emgas.streams.local import start_scratch_broker
 from emgas.streams.settings import Settings
 
 
@@ -84,7 +84,7 @@ async def _wait_served(settings: Settings, turns: list[Turn]) -> None:
 def run_replay_bench(settings: Settings, count: int) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="emgas-bench-"))
     one = settings.model_copy(update={"home": home, "partitions": 1, "turn_partitions": 1})
-    cluster = start_embedded(one)
+    cluster = start_scratch_broker(one, one.home / "kafka")
     live = one.model_copy(update={"broker": cluster.bootstrap_servers})
     turns = synthetic_turns(count)
     worker = start_worker(live, home / "worker-1.log", name="worker-1")

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 from emgas.processors.events import GraphEvent, Turn
 from emgas.streams.admin import log_reader
 from emgas.streams.client import MemoryClient
-from emgas.streams.local import start_embedded
+from emgas.streams.local import start_scratch_broker
 from emgas.streams.settings import Settings
 from emgas.streams.snapshots import request_snapshots
 from emgas.tools.availability import Availability
@@ -53,7 +53,7 @@ def group(settings: Settings, names: list[str], tag: str) -> Iterator[tuple[Sett
     once they share the partitions: (its settings, name -> (process, web port))."""
     home = Path(tempfile.mkdtemp(prefix=f"emgas-bench-{tag}-"))
     base = settings.model_copy(update={"home": home, "partitions": SCALE_PARTITIONS, "turn_partitions": SCALE_PARTITIONS})
-    cluster = start_embedded(base)
+    cluster = start_scratch_broker(base, base.home / "kafka")
     live = base.model_copy(update={"broker": cluster.bootstrap_servers})
     workers: dict[str, tuple[Any, int]] = {}
     try:

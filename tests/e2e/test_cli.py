@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from emgas.tools.harness import free_port
+from tests.support.brokers import broker_ready
 
 import pytest
 
@@ -87,7 +88,7 @@ def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     worker = None
     try:
-        assert "bootstrap servers written" in broker.stdout.readline() + broker.stdout.readline()
+        assert broker_ready(broker)
         worker = subprocess.Popen([sys.executable, "-m", "emgas", "worker", "--loglevel", "WARNING"],
                                   env=env, stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT)
         demo = Path(__file__).parents[2] / "tools" / "data" / "demo.jsonl"

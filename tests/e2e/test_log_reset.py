@@ -48,7 +48,8 @@ class Session:
 
     def start(self) -> None:
         self.runs += 1
-        self.broker = subprocess.Popen([sys.executable, "-m", "emgas", "broker"], env=self.env,
+        # The mock cluster: what this test is about is a broker that loses its log when it stops.
+        self.broker = subprocess.Popen([sys.executable, "-m", "emgas", "broker", "--mock"], env=self.env,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert "bootstrap servers written" in self.broker.stdout.readline() + self.broker.stdout.readline()
         self.worker = subprocess.Popen([sys.executable, "-m", "emgas", "worker", "--loglevel", "INFO"],

@@ -1,18 +1,18 @@
-"""A live pipeline for integration tests: embedded broker + one worker process."""
+"""A live pipeline for integration tests: a Kafka broker + one worker process."""
 
 import pytest
 
 from emgas.tools.harness import start_worker, stop_worker
-from emgas.streams.local import start_embedded
 from emgas.streams.settings import Settings
+from tests.support.brokers import start_test_broker
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """Settings pointing at a running embedded broker with a worker attached."""
+    """Settings pointing at a running broker with a worker attached."""
     home = tmp_path_factory.mktemp("emgas-home")
     base = Settings(home=home)
-    cluster = start_embedded(base)
+    cluster = start_test_broker(base, home / "kafka")
     settings = base.model_copy(update={"broker": cluster.bootstrap_servers})
     worker = start_worker(settings, home / "worker.log")
     yield settings

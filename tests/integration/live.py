@@ -1,4 +1,7 @@
-"""Running whole pipelines (embedded broker + worker processes) inside a test."""
+"""Running whole pipelines (a broker + worker processes) inside a test.
+
+The broker is a real Kafka, one per pipeline (`tests.support.brokers`);
+the mock only where a test asks for it."""
 
 from __future__ import annotations
 
@@ -23,15 +26,14 @@ from emgas.streams.client import MemoryClient
 from emgas.tools.harness import (  # noqa: F401 - wait_for_workers: the tests import it from here
     free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,
 )
-from emgas.streams.embedded import MockCluster
-from emgas.streams.local import start_embedded
 from emgas.streams.settings import Settings
+from tests.support.brokers import TestBroker, start_test_broker
 
 
 @dataclass
 class Live:
     settings: Settings
-    cluster: MockCluster
+    cluster: TestBroker
     home: Path
     workers: dict[str, object] = field(default_factory=dict)
     web_ports: dict[str, int] = field(default_factory=dict)
@@ -73,11 +75,15 @@ STATIC = GraphParams(window_s=0, consolidate_every_s=0, retrieval_boost=0, idle_
 
 
 @contextlib.contextmanager
-def live_pipeline(home: Path, partitions: int, workers: int = 1, graph: GraphParams = STATIC) -> Iterator[Live]:
-    """An embedded broker whose graph topics have `partitions` partitions, with workers."""
+def live_pipeline(
+    home: Path, partitions: int, workers: int = 1, graph: GraphParams = STATIC, broker: str = "kafka", nodes: int = 1
+) -> Iterator[Live]:
+    """A broker (`nodes` Kafka nodes, every topic replicated on each) whose
+    graph topics have `partitions` partitions, with workers."""
     home.mkdir(parents=True, exist_ok=True)
-    base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20, graph=graph)
-    cluster = start_embedded(base)
+    base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20, graph=graph,
+                    replication_factor=nodes)
+    cluster = start_test_broker(base, home / "kafka", broker, nodes=nodes)  # type: ignore[arg-type]
     live = Live(base.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home)
     try:
         for i in range(workers):

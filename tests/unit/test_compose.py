@@ -80,3 +80,9 @@ def test_no_broker_wide_infinite_retention_emgas_sets_it_on_graph_events():
     assert all(str(v) != "-1" for v in retention.values()), retention  # not infinite broker-wide
     text = (ROOT / "docker-compose.yml").read_text()
     assert "retention.ms=-1" in text and "emgas.graph-events" in text  # the comment says who sets it
+
+
+def test_compose_runs_the_kafka_version_emgas_broker_runs():
+    from emgas.streams.kafka_node import kafka_version
+
+    assert COMPOSE["services"]["kafka"]["image"] == f"apache/kafka:{kafka_version()}"
