@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 KEYS = {
     "extract_turns_per_s", "yake_reference_turns_per_s", "ingest_turns_per_s", "ingest_turns_per_s_2_workers",
     "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
@@ -23,6 +25,7 @@ LIMITS = {
 }
 
 
+@pytest.mark.timeout(1600)
 def test_bench_quick_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(

@@ -39,6 +39,7 @@ async def publish_through(client: MemoryClient, turns: list[Turn], chunk: int = 
     """Publish in chunks, each retried until Kafka takes it (a turn sent twice
     is applied once); returns how many chunks failed at least once."""
     failures = 0
+    deadline = asyncio.get_running_loop().time() + 180
     for start in range(0, len(turns), chunk):
         while True:
             try:
@@ -46,6 +47,7 @@ async def publish_through(client: MemoryClient, turns: list[Turn], chunk: int = 
                 break
             except Exception:  # noqa: BLE001 - the broker is away: a clear error, then a retry
                 failures += 1
+                assert asyncio.get_running_loop().time() < deadline, "Kafka took no turn for 3 minutes"
                 await asyncio.sleep(0.5)
     return failures
 
