@@ -31,9 +31,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import faust
+from faust.exceptions import NotReady
 from faust.types import TP
 
 from emgas.processors.codec import decode_graph_event, decode_turn, encode
@@ -43,6 +44,7 @@ from emgas.processors.extract import extractor_id, ingest_all
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.checkpoint import Checkpoint
 from emgas.streams.dlq import dead_letter, guarded
+from emgas.streams.errors import ServingStopped
 from emgas.streams.faust_transport import App
 from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.membership import GroupWatch, guard_sync_groups, watch_group
@@ -110,6 +112,21 @@ def create_app(settings: Settings) -> faust.App:
     guard_sync_groups(rejoined, settings.fault_sync_group_errors)
     watch_group(app, GroupWatch(settings.app_id, settings.session_timeout_s, rejoined))
     return app
+
+
+def _while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`produce` for the query server, which runs beside Faust's services: a
+    send after Faust stopped its producer (the worker is stopping: SIGINT, a
+    crash elsewhere) raises `ServingStopped`, which ends serving quietly,
+    instead of Faust's NotReady, which would crash a stopping worker."""
+
+    async def guarded(*args: Any) -> Any:
+        try:
+            return await produce(*args)
+        except NotReady:
+            raise ServingStopped("the producer has stopped") from None
+
+    return guarded
 
 
 # Why the worker must end (one line each), for the command's exit status.
@@ -266,7 +283,9 @@ def _register_agents(
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
         return await app.producer.send_and_wait(topic, key, value, partition, None, None)
 
-    server = QueryServer(settings, states, recovery, metrics, send, append, to_dlq)
+    server = QueryServer(
+        settings, states, recovery, metrics, _while_running(send), _while_running(append), _while_running(to_dlq)
+    )
 
     @app.task
     async def serve_queries() -> None:
@@ -277,8 +296,15 @@ def _register_agents(
         thread = app.consumer._thread
         thread.thread_loop.call_soon_threadsafe(thread._consumer.unsubscribe)
 
-    # What `emgas worker` does on SIGTERM before it stops (streams.worker).
-    app.hand_over = lambda: server.hand_over(leave_group, settings.hand_over_s)  # type: ignore[attr-defined]
+    async def hand_over() -> None:
+        """What `emgas worker` does on SIGTERM before it stops (streams.worker): hand the
+        partitions over, then answer nothing more, before Faust stops the producer."""
+        try:
+            await server.hand_over(leave_group, settings.hand_over_s)
+        finally:
+            await server.stop()
+
+    app.hand_over = hand_over  # type: ignore[attr-defined]
 
 
 class Extraction:

@@ -27,3 +27,7 @@ class RequestError(StreamsError):
 
 class WorkerStopped(StreamsError):
     """The worker ended itself: it found something it must not go on with."""
+
+
+class ServingStopped(StreamsError):
+    """The worker is stopping: its producer is gone, so no query is answered here any more."""

@@ -40,6 +40,7 @@ from emgas.processors.codec import decode_request, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
 from emgas.streams.dlq import guarded
+from emgas.streams.errors import ServingStopped
 from emgas.streams.metrics import Metrics
 from emgas.streams.partitions import PartitionStates
 from emgas.streams.recovery import Recovery
@@ -93,9 +94,25 @@ class QueryServer:
         self._held: set[asyncio.Task[None]] = set()
         self.leaving = False  # set by `hand_over`: announce nothing more
         self._since_ms = 0  # queries sent before this (ms since the epoch) are not answered
+        self._running: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
-        """Until cancelled."""
+        """Until cancelled or `stop`ped, or until the worker stops under it (its
+        producer gone: `ServingStopped`), which ends serving, not the worker."""
+        self._running = asyncio.current_task()
+        try:
+            await self._serve()
+        except ServingStopped:
+            log.info("the worker is stopping: no more queries answered here")
+
+    async def stop(self) -> None:
+        """End `run` (the worker is about to stop its producer): answer nothing more."""
+        task, self._running = self._running, None
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _serve(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap_servers(), enable_auto_commit=False,
             fetch_max_wait_ms=self.settings.fetch_max_wait_ms, check_crcs=False, **self.settings.kafka_options(),

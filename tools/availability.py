@@ -42,6 +42,7 @@ class Availability:
     errors: list[str] = field(default_factory=list)
     longest_wait_s: float = 0.0  # the longest any one query waited, answered or not
     _held: set[str] = field(default_factory=set)  # graphs that have answered with their stats
+    _closing: bool = False
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _client: MemoryClient | None = None
 
@@ -52,15 +53,21 @@ class Availability:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        # The probes also end on the flag: on Python 3.11, asyncio.wait_for can swallow a
+        # cancellation that races with its result (CPython gh-86296), and a probe that
+        # missed its cancel would loop on, leaving this exit (and the bench) waiting forever.
+        self._closing = True
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        _, pending = await asyncio.wait(self._tasks, timeout=self.timeout_s + HANG_MARGIN_S + 5) if self._tasks else ((), ())
+        if pending:
+            raise RuntimeError(f"{len(pending)} probe(s) did not stop")
         assert self._client is not None
         await self._client.__aexit__(None, None, None)
 
     async def _probe(self, graph: str) -> None:
         assert self._client is not None
-        while True:
+        while not self._closing:
             started = time.monotonic()
             self.asked += 1
             try:
