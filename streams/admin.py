@@ -30,7 +30,7 @@ from emgas.streams.settings import Settings
 
 def log_reader(settings: Settings) -> LogReader:
     """A reader of the configured broker, with its fetch wait and security options."""
-    return LogReader(settings.bootstrap_servers(), settings.fetch_max_wait_ms, client_options=settings.kafka_options())
+    return LogReader(settings.bootstrap_servers(), settings.fetch_wait_ms(), client_options=settings.kafka_options())
 
 
 def _checked(reply: Reply) -> DigestReply:

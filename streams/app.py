@@ -66,7 +66,7 @@ def create_app(settings: Settings) -> faust.App:
         settings.app_id,
         broker=f"kafka://{settings.bootstrap_servers()}",
         broker_credentials=settings.kafka.faust_credentials(),
-        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        fetch_max_wait_ms=settings.fetch_wait_ms(),
         datadir=str(data_dir / "faust"),
         topic_allow_declare=False,  # topics are created up front (streams.topics)
         topic_disable_leader=True,

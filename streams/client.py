@@ -234,7 +234,7 @@ class MemoryClient:
     async def _start_listening(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._servers, enable_auto_commit=False,
-            fetch_max_wait_ms=self.settings.fetch_max_wait_ms, **self.settings.kafka_options(),
+            fetch_max_wait_ms=self.settings.fetch_wait_ms(), **self.settings.kafka_options(),
         )
         topic = self.settings.replies_topic
         assert self._producer is not None

@@ -115,7 +115,7 @@ class QueryServer:
     async def _serve(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap_servers(), enable_auto_commit=False,
-            fetch_max_wait_ms=self.settings.fetch_max_wait_ms, check_crcs=False, **self.settings.kafka_options(),
+            fetch_max_wait_ms=self.settings.fetch_wait_ms(), check_crcs=False, **self.settings.kafka_options(),
         )
         await consumer.start()
         try:

@@ -64,9 +64,10 @@ def finite_retention(configs: dict[str, str | None]) -> dict[str, str]:
     }
 
 
-async def ensure_topics(settings: Settings) -> None:
+async def ensure_topics(settings: Settings) -> bool:
     """Create missing topics with the configured partitions, replication and
     configs; warn if the existing graph-events topic has a finite retention.
+    Whether the broker is librdkafka's mock cluster (its cluster id says so).
 
     The embedded mock cluster has no CreateTopics/DescribeConfigs API: there
     `emgas broker` created the topics already, so an unsupported-API answer
@@ -86,8 +87,15 @@ async def ensure_topics(settings: Settings) -> None:
         # Checked even when it was just created: another worker or tool may have
         # made it first (then Kafka answered "already exists" to us).
         await _check_retention(admin, settings.graph_events_topic)
+        return is_mock(await admin.describe_cluster())
     finally:
         await admin.close()
+
+
+def is_mock(cluster: dict) -> bool:
+    """Whether a described cluster is librdkafka's mock: it names itself
+    "mockCluster<hex>" (rd_kafka_mock_cluster_new)."""
+    return str(cluster.get("cluster_id") or "").startswith("mockCluster")
 
 
 async def _create(admin: AIOKafkaAdminClient, settings: Settings, missing: list) -> None:

@@ -71,7 +71,8 @@ def check_can_start(settings: Settings) -> None:
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
     check_can_start(settings)
-    asyncio.run(ensure_topics(settings))
+    on_mock = asyncio.run(ensure_topics(settings))
+    settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
     app = create_app(settings)
     worker = HandingOverWorker(

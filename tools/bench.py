@@ -411,7 +411,7 @@ def _consumer(settings: Settings) -> AIOKafkaConsumer:
     """A consumer with the worker's fetch settings (no group: assigned by hand)."""
     return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers(), enable_auto_commit=False,
-        fetch_max_wait_ms=settings.fetch_max_wait_ms, check_crcs=False, **settings.kafka_options(),
+        fetch_max_wait_ms=settings.fetch_wait_ms(), check_crcs=False, **settings.kafka_options(),
     )
 
 

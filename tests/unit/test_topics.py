@@ -138,7 +138,8 @@ class FakeAdmin:
         return self.existing
 
     async def describe_cluster(self):
-        return {"brokers": [{"node_id": 1}], "controller_id": 0 if self.mock else 1}
+        return {"brokers": [{"node_id": 1}], "controller_id": 0 if self.mock else 1,
+                "cluster_id": "mockCluster1a2b3c" if self.mock else "q1Sh-9_ISia_zwGINzRvyQ"}
 
     async def create_topics(self, new_topics):
         self.created += new_topics
@@ -190,3 +191,31 @@ async def test_the_embedded_broker_cannot_create_missing_topics(monkeypatch):
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(mock=True))
     with pytest.raises(BrokerError, match="emgas broker"):
         await kafka_topics.ensure_topics(SETTINGS)
+
+
+@pytest.mark.parametrize("mock", [True, False])
+async def test_ensure_topics_says_whether_the_broker_is_the_mock(monkeypatch, mock):
+    names = [t.name for t in SETTINGS.topics()]
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, mock=mock))
+    assert await kafka_topics.ensure_topics(SETTINGS) is mock
+
+
+@pytest.mark.parametrize("cluster, mock", [
+    ({"cluster_id": "mockCluster155b05282f2c"}, True),  # what librdkafka's mock answers
+    ({"cluster_id": "q1Sh-9_ISia_zwGINzRvyQ"}, False),  # a KRaft cluster id
+    ({"cluster_id": None}, False),  # an old Kafka (metadata v0-v1) names none
+    ({}, False),
+])
+def test_the_mock_is_known_by_its_cluster_id(cluster, mock):
+    assert kafka_topics.is_mock(cluster) is mock
+
+
+@pytest.mark.parametrize("setting, on_mock, wait_ms", [
+    (None, True, 10),  # the mock holds an idle fetch the whole wait: short
+    (None, False, 500),  # Kafka answers as soon as data arrives: long saves idle CPU
+    (50, True, 50),  # a setting wins on either
+    (50, False, 50),
+])
+def test_the_fetch_wait_is_the_setting_else_the_brokers(setting, on_mock, wait_ms):
+    assert Settings(fetch_max_wait_ms=setting).fetch_wait_ms(on_mock) == wait_ms
+    assert Settings(fetch_max_wait_ms=setting).fetch_wait_ms() == (setting or 10)  # not asked: the mock's
