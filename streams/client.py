@@ -26,6 +26,7 @@ from emgas.processors.events import (
 )
 from emgas.streams.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
+from emgas.streams.logs import quiet_transient_kafka_errors
 from emgas.streams.settings import Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
@@ -74,6 +75,7 @@ class MemoryClient:
         await self.close()
 
     async def start(self) -> None:
+        quiet_transient_kafka_errors()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._servers, acks="all", enable_idempotence=True, linger_ms=0,
             **self.settings.kafka_options()

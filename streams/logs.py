@@ -34,3 +34,28 @@ def logging_config(log_format: str, level: str) -> dict[str, Any] | None:
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
         "root": {"level": level, "handlers": ["stderr"]},
     }
+
+
+class TransientLeaderErrors(logging.Filter):
+    """aiokafka logs a failed offset lookup at ERROR and then retries it. Right
+    after a topic is created, Kafka's metadata can name a partition's leader
+    before that broker has brought the partition online, so every new client
+    logged "Failed fetch offsets ... NotLeaderForPartitionError" once and then
+    went on. Those retried leader errors are lowered to DEBUG; any other
+    error of the lookup stays an ERROR."""
+
+    TRANSIENT = ("NotLeaderForPartitionError", "LeaderNotAvailableError")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.msg.startswith("Failed fetch offsets") and any(
+            type(arg).__name__ in self.TRANSIENT for arg in record.args or ()
+        ):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+def quiet_transient_kafka_errors() -> None:
+    """Install `TransientLeaderErrors` on aiokafka's fetcher logger (once)."""
+    logger = logging.getLogger("aiokafka.consumer.fetcher")
+    if not any(isinstance(f, TransientLeaderErrors) for f in logger.filters):
+        logger.addFilter(TransientLeaderErrors())

@@ -13,7 +13,7 @@ from emgas.streams.app import FATAL, create_app
 from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
-from emgas.streams.logs import logging_config
+from emgas.streams.logs import logging_config, quiet_transient_kafka_errors
 from emgas.streams.topics import ensure_topics
 
 
@@ -71,6 +71,7 @@ def check_can_start(settings: Settings) -> None:
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
     check_can_start(settings)
+    quiet_transient_kafka_errors()
     on_mock = asyncio.run(ensure_topics(settings))
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
