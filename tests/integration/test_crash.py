@@ -34,16 +34,26 @@ async def applied_turns(client: MemoryClient) -> int:
     return sum(d.sections["passages"].count for r in await client.digests() for d in r.graphs)
 
 
+# The worker that is killed applies 5 events a batch, each held 50 ms before its
+# commit, so the kill finds applied events that are not committed yet.
+MID_STREAM = {"EMGAS_APPLY_BATCH": "5", "EMGAS_COMMIT_HOLD_S": "0.05"}
+
+
 def test_sigkill_mid_ingest_then_restart_gives_the_replayed_graph(tmp_path):
     turns = stream_of_turns()
     first, rest = turns[: len(turns) // 2], turns[len(turns) // 2 :]
-    with live_pipeline(tmp_path / "home", partitions=3) as live:
+    with live_pipeline(tmp_path / "home", partitions=3, workers=0) as live:
+        live.start("worker-1", env=MID_STREAM)
 
         async def ingest_until_mid_stream() -> int:
+            # In chunks, so the kill falls mid-stream whatever the worker's speed:
+            # as soon as 20 turns are applied, with the last chunk still in flight.
             async with MemoryClient(live.settings) as client:
-                await client.publish(first)
-                while (applied := await applied_turns(client)) < 20:
-                    await asyncio.sleep(0.01)
+                for start in range(0, len(first), 10):
+                    await client.publish(first[start : start + 10])
+                    await asyncio.sleep(0.2)
+                    if (applied := await applied_turns(client)) >= 20:
+                        break
                 live.kill("worker-1")
                 return applied
 
