@@ -23,9 +23,9 @@ from emgas.streams.kafka_node import DEFAULT_HEAP, default_cache
 from emgas.streams.security import KafkaSecurity
 
 
-
 MOCK_FETCH_WAIT_MS = 10  # see Settings.fetch_wait_ms
 KAFKA_FETCH_WAIT_MS = 100
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True)

@@ -59,11 +59,14 @@ class Availability:
         self._closing = True
         for task in self._tasks:
             task.cancel()
-        _, pending = await asyncio.wait(self._tasks, timeout=self.timeout_s + HANG_MARGIN_S + 5) if self._tasks else ((), ())
-        if pending:
-            raise RuntimeError(f"{len(pending)} probe(s) did not stop")
         assert self._client is not None
-        await self._client.__aexit__(None, None, None)
+        try:
+            if self._tasks:
+                _, pending = await asyncio.wait(self._tasks, timeout=self.timeout_s + HANG_MARGIN_S + 5)
+                if pending:
+                    raise RuntimeError(f"{len(pending)} probe(s) did not stop")
+        finally:
+            await self._client.__aexit__(None, None, None)
 
     async def _probe(self, graph: str) -> None:
         assert self._client is not None
