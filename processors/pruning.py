@@ -97,7 +97,6 @@ def isolated_by(
     return isolated
 
 
-
 def last_mentioned(concept: ConceptState) -> datetime | None:
     """The event time of the concept's newest mention, where its record
     tells it: `last_accessed`, unless a retrieval may account for that (None)."""

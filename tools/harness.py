@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from emgas.processors.events import ActivationReply, Turn
 from emgas.streams.cli import read_turns
 from emgas.streams.client import MemoryClient
 from emgas.streams.errors import QueryTimeout
+from emgas.streams.kafka_node import free_port
 from emgas.streams.settings import Settings
 
 # A seed no concept id can equal (ids are lemmatised word characters):
@@ -40,12 +40,6 @@ def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
     for t in turns:
         ids.setdefault(t.graph_id, set()).add(t.turn_id)
     return {g: len(s) for g, s in ids.items()}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_worker(
