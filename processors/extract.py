@@ -2,8 +2,9 @@
 
 Space-delimited languages: by default every content word (simplemma lemma,
 not a stopword), names first; or (`method="yake"`) YAKE key phrases
-(unsupervised, one pass) lemmatised. Chinese, which has no spaces, goes
-through jieba's TF-IDF keyword mode. The language is chosen per text.
+(unsupervised, one pass) lemmatised. Chinese, which has no spaces, gives
+its words and character bigrams (`processors.chinese`), ranked by tf-idf.
+The language is chosen per text.
 
 Near-duplicate n-grams are collapsed to a minimal cover: a multi-word
 candidate that contains another candidate ("kafka consumer lag" contains
@@ -13,28 +14,25 @@ one, so the graph gets one node per idea and queries for either part hit.
 
 from __future__ import annotations
 
-import logging
 import re
 import unicodedata
 from functools import lru_cache
 from typing import Literal
 from importlib.metadata import version as _version
 
-import jieba
-import jieba.analyse
 import simplemma
 import yake
 from pydantic import BaseModel, ConfigDict, Field
 
+from emgas.processors import chinese
 from emgas.processors.events import Concept, Turn, TurnIngested
 
 _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
 _POSSESSIVE = re.compile(r"['’]s$")
 # Bumped whenever the same text and parameters give other concepts, so
-# events say which extraction made them (2: possessives are stripped).
-REVISION = 2
-_JIEBA_POS = ("n", "nr", "ns", "nt", "nz", "nw", "vn", "eng", "an", "l", "i")
-jieba.setLogLevel(logging.WARNING)
+# events say which extraction made them (2: possessives are stripped;
+# 3: Chinese gives search-mode words and character bigrams).
+REVISION = 3
 
 
 class ExtractionParams(BaseModel):
@@ -107,7 +105,7 @@ def extract(text: str, params: ExtractionParams, language: str | None = None) ->
     """Concepts of one text, most important first (ties by id: deterministic)."""
     language = language or detect_language(text, params)
     if language == "zh":
-        return _minimal_cover(_jieba_candidates(text, params))[: params.max_concepts]
+        return _minimal_cover(_chinese_candidates(text))[: params.max_concepts]
     if params.method == "words":
         return _content_words(text, language, params)
     return _minimal_cover(_yake_candidates(text, language, params))[: params.max_concepts]
@@ -152,8 +150,20 @@ def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
     ids = [c.id for c in extract(text, params, language)]
     words = [w for cid in ids for w in cid.split(" ") if " " in cid]
     if language == "zh":
-        words += [normalise(w, language) for w in jieba.lcut(text) if len(w.strip()) > 1]
+        words += [_chinese_id(term) for term in chinese.terms(text)]
     return tuple(dict.fromkeys(x for x in ids + words if x))
+
+
+_SENTENCE_BREAK = re.compile(r"[?？!！。；;]+|\.(?:\s|$)")
+
+
+def query_parts(text: str) -> list[str]:
+    """The questions of a query, split where a sentence ends ("我上司叫什么？
+    另外，论坛的地点是什么？" is two): each part's seeds spread on their own
+    (`processors.activation.spread_groups`), so the part with more words
+    does not drown the other. Parts without a word character are dropped."""
+    parts = [part.strip() for part in _SENTENCE_BREAK.split(text)]
+    return [part for part in parts if re.search(r"\w", part)] or [text]
 
 
 def _previous_char(text: str, position: int) -> str | None:
@@ -191,20 +201,23 @@ def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list
     return out
 
 
-def _jieba_candidates(text: str, params: ExtractionParams) -> list[Concept]:
-    tags = jieba.analyse.extract_tags(
-        text, topK=params.max_concepts * 2, withWeight=True, allowPOS=_JIEBA_POS
-    )
-    if not tags:
+def _chinese_candidates(text: str) -> list[Concept]:
+    """Chinese terms (`processors.chinese.terms`), importance = tf·idf / the
+    text's highest tf·idf; ASCII words inside (Kafka, OPPOReno7) as lemmas."""
+    weights = chinese.weights(text)
+    if not weights:
         return []
-    top = max(weight for _, weight in tags)
+    top = max(weights.values())
     out = []
-    for word, weight in tags:
-        cid = normalise(word, "zh") if word.isascii() else word.strip().lower()
-        if len(cid) < 2 or cid.isdigit():
-            continue
-        out.append(Concept(id=cid, text=word, importance=_clamp(weight / top)))
+    for term, weight in weights.items():
+        cid = _chinese_id(term)
+        if cid and not cid.isdigit():
+            out.append(Concept(id=cid, text=term, importance=_clamp(weight / top)))
     return out
+
+
+def _chinese_id(term: str) -> str:
+    return normalise(term, "zh") if term.isascii() else term
 
 
 def _clamp(x: float) -> float:

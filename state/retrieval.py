@@ -16,7 +16,7 @@ from emgas.processors.activation import (
     concept_scores,
     named_speakers,
     rank_passages,
-    spread,
+    spread_groups,
     top_concepts,
 )
 from emgas.processors.errors import QueryError
@@ -36,7 +36,7 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
-from emgas.processors.extract import ExtractionParams, normalise, query_seeds
+from emgas.processors.extract import ExtractionParams, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
@@ -44,12 +44,19 @@ from emgas.state.view import GraphView
 Clock = Callable[[], float]  # seconds, monotonic
 
 
+def seed_groups(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[list[str]]:
+    """Concept ids of the query's seeds that exist in the graph: one group per
+    question of its text (`query_parts`), then one of its explicit seeds;
+    empty groups left out; each in query order."""
+    groups = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
+    groups.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
+    found = [[cid for cid in dict.fromkeys(group) if cid in view.index] for group in groups]
+    return [group for group in found if group]
+
+
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:
-    """Concept ids of the query's seeds that exist in the graph, in query order."""
-    candidates = list(query_seeds(query.text, extraction)) if query.text else []
-    for seed in query.seeds:
-        candidates += [seed, normalise(seed, "en")]
-    return [cid for cid in dict.fromkeys(candidates) if cid in view.index]
+    """Every seed of `seed_groups`, once, in query order."""
+    return list(dict.fromkeys(cid for group in seed_groups(view, query, extraction) for cid in group))
 
 
 def answer(
@@ -68,10 +75,13 @@ def answer(
         which = f"graph {query.graph_id!r}" + (f" version {query.graph_version}" if query.graph_version else "")
         raise QueryError("graph_not_found", f"{which} has no turns on this worker")
     params = defaults.overridden_by(query.params)
-    seeds = seed_ids(view, query, extraction)
+    groups = seed_groups(view, query, extraction)
+    seeds = list(dict.fromkeys(cid for group in groups for cid in group))
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
-    activation, iterations = spread(view.nodes, [view.index[s] for s in seeds], spreading, params, trace)
+    activation, iterations = spread_groups(
+        view.nodes, [[view.index[s] for s in group] for group in groups], spreading, params, trace
+    )
     activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
