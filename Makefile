@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test install kafka kcat browser clean
+.PHONY: demo test install kafka kcat browser wordnet clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,15 +23,20 @@ kafka: install
 kcat:
 	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
 
+# WordNet 3.0 (Debian's wordnet-base, /usr/share/wordnet): query words the
+# graph lacks are expanded to the concepts it relates them to (pet -> greyhound).
+wordnet:
+	@[ -f /usr/share/wordnet/data.noun ] || [ -n "$$EMGAS_WORDNET_DIR" ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wordnet-base; }
+
 # The viewer test drives Debian's Chromium with playwright-core (npm).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 	@[ -d tests/browser/node_modules/playwright-core ] || npm ci --prefix tests/browser --silent
 
-demo: install kafka
+demo: install kafka wordnet
 	$(VENV)/bin/emgas demo
 
-test: install kafka kcat browser
+test: install kafka kcat browser wordnet
 	$(VENV)/bin/pytest
 
 clean:

@@ -26,7 +26,7 @@ boosted, and a session shares its summed score with all its turns
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,6 +65,9 @@ class ActivationParams(BaseModel):
     # Share of a concept's outgoing weight that flows up to its topic nodes
     # (see `state.view.GraphView.neighbours`); 0: topics take no part.
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # A query word that is no concept of the graph seeds the concepts a
+    # lexicon relates it to (`processors.expansion`); False: it seeds nothing.
+    expansion: bool = True
 
     def overridden_by(self, query: QueryParams) -> "ActivationParams":
         given = query.model_dump(exclude_none=True)
@@ -73,17 +76,22 @@ class ActivationParams(BaseModel):
 
 def spread(
     n_nodes: int,
-    seeds: Sequence[int],
+    seeds: Sequence[int] | Mapping[int, float],
     neighbours: Neighbours,
     params: ActivationParams,
     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, int]:
     """Activations after spreading from `seeds`, and the iterations that ran.
 
-    With `trace`, each iteration appends (the nodes that fired, their
+    Seeds start at 1.0, or (a mapping) at their own activation. With
+    `trace`, each iteration appends (the nodes that fired, their
     activations when they fired): what the graph viewer animates."""
     activation = np.zeros(n_nodes, dtype=np.float64)
-    activation[list(seeds)] = 1.0
+    if isinstance(seeds, Mapping):
+        for node, start in seeds.items():
+            activation[node] = start
+    else:
+        activation[list(seeds)] = 1.0
     decay = params.propagation_decay
     iterations = 0
     for _ in range(params.max_iterations):
@@ -108,29 +116,31 @@ def spread(
 
 def spread_groups(
     n_nodes: int,
-    groups: Sequence[Sequence[int]],
+    groups: Sequence[Mapping[int, float]],
     neighbours: Neighbours,
     params: ActivationParams,
     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Activations when a query asks several questions, one seed group each.
+    """Activations when a query asks several questions: one group of seeds
+    (node -> starting activation) each.
 
-    One group: `spread` of it. Several: A = Σ_g spread(g) · s̄ / |g|, where
-    |g| is the group's number of seeds and s̄ their mean, so every question
-    carries the same weight whatever its number of seeds (and the total
-    seed mass stays Σ|g|). Iterations: the most any group ran; `trace` gets
-    the groups' iterations one after another. MemDaily, whose questions
-    often ask two things ("…叫什么？另外，…的地点是什么？"): recall@10
-    0.552 → 0.580."""
-    groups = [g for g in groups if len(g)]
+    One group: `spread` of it. Several: A = Σ_g spread(g) · m̄ / m_g, where
+    m_g is the group's seed mass (the sum of its starting activations) and
+    m̄ their mean, so every question carries the same weight whatever its
+    number of seeds, and the total seed mass stays Σ m_g. Iterations: the
+    most any group ran; `trace` gets the groups' iterations one after
+    another. MemDaily, whose questions often ask two things ("…叫什么？
+    另外，…的地点是什么？"): recall@10 0.552 → 0.580."""
+    groups = [g for g in groups if g]
     if len(groups) <= 1:
         return spread(n_nodes, groups[0] if groups else [], neighbours, params, trace)
-    mean_size = sum(len(g) for g in groups) / len(groups)
+    masses = [sum(g.values()) for g in groups]
+    mean_mass = sum(masses) / len(groups)
     total = np.zeros(n_nodes, dtype=np.float64)
     iterations = 0
-    for group in groups:
+    for group, mass in zip(groups, masses):
         activation, ran = spread(n_nodes, group, neighbours, params, trace)
-        total += activation * (mean_size / len(group))
+        total += activation * (mean_mass / mass)
         iterations = max(iterations, ran)
     return total, iterations
 

@@ -54,11 +54,18 @@ def _reinforcing(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "reinforce": True, "at": None}
 
 
+def _no_reason_given(obj: dict[str, Any]) -> dict[str, Any]:
+    """activation_reply v1 → v2: a v1 reply said nothing of unmatched words,
+    expansions or why it was empty; v2's defaults (none) say the same."""
+    return obj
+
+
 # (type, version) -> function turning that version's dict into version + 1.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("turn_ingested", 1): _unversioned_graph,
     ("activation_query", 1): _unversioned_graph,
     ("activation_query", 2): _reinforcing,
+    ("activation_reply", 1): _no_reason_given,
 }
 
 _GRAPH_EVENT = TypeAdapter(GraphEvent)

@@ -7,7 +7,8 @@ applied like every other change.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -36,27 +37,55 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
+from emgas.processors.expansion import Lexicon, expansion_seeds
 from emgas.processors.extract import ExtractionParams, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
+from emgas.state.wordnet import default_lexicon
 
 Clock = Callable[[], float]  # seconds, monotonic
 
 
-def seed_groups(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[list[str]]:
-    """Concept ids of the query's seeds that exist in the graph: one group per
-    question of its text (`query_parts`), then one of its explicit seeds;
-    empty groups left out; each in query order."""
-    groups = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
-    groups.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
-    found = [[cid for cid in dict.fromkeys(group) if cid in view.index] for group in groups]
-    return [group for group in found if group]
+@dataclass(frozen=True)
+class Seeds:
+    """What a query starts from: one group per question (concept -> starting
+    activation), the query words the graph lacks, and the concepts the
+    lexicon related those to."""
+
+    groups: list[dict[str, float]]
+    ids: list[str]  # the seeds the query's own words gave, once, in query order
+    unmatched: list[str]
+    expanded: list[str]
+
+
+def find_seeds(
+    view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None
+) -> Seeds:
+    """One group per question of the query's text (`query_parts`), then one
+    of its explicit seeds: its words that are concepts of the graph start at
+    1; with a `lexicon`, the words that are not seed what it relates them to
+    (`processors.expansion.expansion_seeds`, each word half a seed in all)."""
+    parts = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
+    parts.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
+    groups, ids, unmatched, expanded = [], [], [], []
+    for words in parts:
+        group = {cid: 1.0 for cid in words if cid in view.index}
+        ids += group
+        missing = [w for w in dict.fromkeys(words) if w not in view.index and " " not in w]
+        unmatched += missing
+        if lexicon is not None and missing:
+            related = expansion_seeds(missing, lexicon, lambda w: w in view.index and w not in group)
+            group.update(related)
+            expanded += related
+        if group:
+            groups.append(group)
+    return Seeds(groups, *(list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)))
 
 
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:
-    """Every seed of `seed_groups`, once, in query order."""
-    return list(dict.fromkeys(cid for group in seed_groups(view, query, extraction) for cid in group))
+    """Concept ids of the query's own seeds that exist in the graph, in query order."""
+    return find_seeds(view, query, extraction).ids
 
 
 def answer(
@@ -66,27 +95,30 @@ def answer(
     extraction: ExtractionParams,
     clock: Clock,
     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    lexicon: Lexicon | None | Literal["default"] = "default",
 ) -> ActivationReply:
     """Spread activation from the query's seeds; return ranked concepts and passages
-    (`trace`: see `processors.activation.spread`)."""
+    (`trace`: see `processors.activation.spread`; `lexicon`: what expands query
+    words the graph lacks, "default": `state.wordnet.default_lexicon()`)."""
     started = clock()
     view = state.view(query.graph_id, query.graph_version)
     if view is None:
         which = f"graph {query.graph_id!r}" + (f" version {query.graph_version}" if query.graph_version else "")
         raise QueryError("graph_not_found", f"{which} has no turns on this worker")
     params = defaults.overridden_by(query.params)
-    groups = seed_groups(view, query, extraction)
-    seeds = list(dict.fromkeys(cid for group in groups for cid in group))
+    if lexicon == "default":
+        lexicon = default_lexicon() if params.expansion else None
+    seeds = find_seeds(view, query, extraction, lexicon if params.expansion else None)
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
     activation, iterations = spread_groups(
-        view.nodes, [[view.index[s] for s in group] for group in groups], spreading, params, trace
+        view.nodes, [{view.index[cid]: a for cid, a in g.items()} for g in seeds.groups], spreading, params, trace
     )
     activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts, view.ids)
-    named = named_speakers(seeds, view.speakers())
+    named = named_speakers(seeds.ids, view.speakers())
     ranked = rank_passages(
         ((scores[i], view.passage_ids[i]) for i in top), params.top_passages, view.surroundings(), params, named,
     )
@@ -95,7 +127,7 @@ def answer(
     return ActivationReply(
         request_id=query.request_id,
         graph_id=query.graph_id,
-        seeds=tuple(seeds),
+        seeds=tuple(seeds.ids),
         concepts=tuple(
             RankedConcept(id=view.ids[i], text=view.texts[i], activation=float(activation[i]), score=float(scores[i]))
             for i in top
@@ -113,6 +145,9 @@ def answer(
             extract_ms=_ms(started, extracted), spread_ms=_ms(extracted, spread_done),
             rank_ms=_ms(spread_done, finished), total_ms=_ms(started, finished),
         ),
+        unmatched=tuple(seeds.unmatched),
+        expanded=tuple(seeds.expanded),
+        empty=None if ranked else ("no_seeds" if not seeds.groups else "no_passages"),
     )
 
 

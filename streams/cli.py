@@ -27,6 +27,7 @@ from emgas.processors.events import ActivationReply, ErrorReply, QueryParams, Re
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.client import MemoryClient, forget_request
+from emgas.streams.memory import empty_note
 from emgas.streams.command import Arg, Command, OneOf, arg
 from emgas.streams.errors import InputFileError, StreamsError
 from emgas.streams.settings import Settings
@@ -204,8 +205,12 @@ def format_reply(reply: Reply) -> str:
         f" graph of {reply.stats.concepts} concepts / {reply.stats.turns} turns]",
         "concepts: " + ", ".join(f"{c.text} ({c.activation:.3f})" for c in reply.concepts),
     ]
+    if reply.expanded:
+        lines.append(f"related: {', '.join(reply.expanded)} (for {', '.join(reply.unmatched)})")
     for p in reply.passages:
         lines.append(f"  {p.score:6.3f}  [{p.turn_id}] {p.speaker}: {p.text}")
+    if reply.empty is not None:
+        lines.append(f"no passage ({reply.empty}): {empty_note(reply.empty, reply.unmatched)}")
     return "\n".join(lines)
 
 

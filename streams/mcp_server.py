@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Annotated, Any, AsyncIterator, Callable, Iterable, TypeVar
+from typing import Annotated, Any, AsyncIterator, Callable, Iterable, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -37,7 +37,7 @@ from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
 from emgas.streams.http_auth import asgi_guard, check_exposure
-from emgas.streams.memory import AsyncMemory, MemoryError
+from emgas.streams.memory import AsyncMemory, MemoryError, empty_note
 from emgas.streams.settings import Settings
 
 log = logging.getLogger("emgas.mcp")
@@ -146,6 +146,11 @@ class Recalled(BaseModel):
     graph: str
     passages: list[Passage] = Field(description="best first; empty if no concept of the query is in the memory")
     concepts: list[ConceptActivation] = Field(description="the concepts whose activation found the passages, strongest first")
+    empty: Literal["no_seeds", "no_passages"] | None = Field(
+        default=None, description="why `passages` is empty: no_seeds = no word of the query is in the memory "
+        "(rephrase with other words, see `unmatched`); no_passages = what it found leads to no passage held")
+    unmatched: list[str] = Field(default_factory=list, description="query words the memory holds no concept for")
+    note: str | None = Field(default=None, description="when `passages` is empty: why, in one sentence")
 
 
 class Forgotten(BaseModel):
@@ -290,7 +295,8 @@ def _add_tools(server: MCPServer, memory: AsyncMemory, access: Access) -> None:
         concepts, by spreading activation through the concept graph, best first, each with
         turn_id, speaker, timestamp, text and score; and the concepts that led to them. Use it
         before answering anything that may depend on earlier conversations. A recall reinforces
-        what it finds, as remembering does. Error `graph_not_found`: nothing remembered there yet."""
+        what it finds, as remembering does. An empty result says why (`empty`, `unmatched`): on
+        `no_seeds`, ask again in other words. Error `graph_not_found`: nothing remembered there yet."""
         gid = access.resolve(graph)
         found = await memory.search(query, k, graph=gid)
         return Recalled(
@@ -298,6 +304,7 @@ def _add_tools(server: MCPServer, memory: AsyncMemory, access: Access) -> None:
             passages=[Passage(turn_id=h.turn_id, speaker=h.speaker, timestamp=h.timestamp, text=h.text,
                               score=h.score or 0.0) for h in found.hits],
             concepts=[ConceptActivation(concept=c, activation=a) for c, a in found.concepts[:CONCEPTS_SHOWN]],
+            empty=found.empty, unmatched=found.unmatched, note=empty_note(found.empty, found.unmatched),
         )
 
     @_tool(server, title="Forget", destructive_hint=True, idempotent_hint=True)

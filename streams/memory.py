@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Iterable, TypeVar
 
@@ -67,6 +67,20 @@ class SearchResult:
 
     hits: list[Hit]
     concepts: list[tuple[str, float]]
+    # Why `hits` is empty ("no_seeds": no query word is in the memory;
+    # "no_passages": what it found leads to no passage held), else None.
+    empty: str | None = None
+    unmatched: list[str] = field(default_factory=list)  # query words not in the memory
+
+
+def empty_note(empty: str | None, unmatched: Iterable[str]) -> str | None:
+    """Why a search found no passage, in one sentence an agent can act on (None: it found some)."""
+    if empty == "no_seeds":
+        words = ", ".join(unmatched) or "(none)"
+        return f"no word of the query is in this memory ({words}); ask again in other words"
+    if empty == "no_passages":
+        return "the concepts found lead to no passage this memory still holds"
+    return None
 
 
 def _checked(reply: Reply, kind: type[T]) -> T:
@@ -171,7 +185,9 @@ class AsyncMemory:
             raise MemoryError("timeout", str(err)) from None
         answer = _checked(reply, ActivationReply)
         hits = [Hit(p.turn_id, p.speaker, p.text, p.timestamp, p.score) for p in answer.passages]
-        return SearchResult(hits, [(c.text, c.activation) for c in answer.concepts])
+        return SearchResult(
+            hits, [(c.text, c.activation) for c in answer.concepts], answer.empty, list(answer.unmatched)
+        )
 
     async def get(self, turn_id: str, *, graph: str | None = None) -> Hit | None:
         """The passage of a turn, or None if the graph does not hold it."""

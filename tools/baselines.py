@@ -3,7 +3,8 @@
 `emgas` (the product: `state.retrieval.answer`), and the baselines:
 `ppr` (personalised PageRank over the same concept graph, as HippoRAG),
 `maibot` (MaiBot's breadth-first activation), `bm25` (over the passages'
-text), `hybrid` (emgas and PPR fused by weighted reciprocal rank, the
+text; Chinese as jieba words), `bm25-chars` (the same, Chinese as
+characters and character bigrams), `hybrid` (emgas and PPR fused by weighted reciprocal rank, the
 best of the fusions tried on LoCoMo: emgas+PPR, emgas+BM25, all three),
 and, with the extra `emgas[dense]`, `dense` (all-MiniLM-L6-v2 vectors of
 the passages, cosine: what most memory systems use, see `tools.dense`)
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from emgas.tools.dense import DenseIndex
 
 Retriever = Callable[[str], list[str]]
-NAMES = ("emgas", "ppr", "maibot", "bm25", "hybrid", "dense", "emgas+dense")
+NAMES = ("emgas", "ppr", "maibot", "bm25", "bm25-chars", "hybrid", "dense", "emgas+dense")
 DENSE = ("dense", "emgas+dense")  # need the extra emgas[dense]
 # Weighted reciprocal rank fusion: score = Σ w / (RRF_K + rank).
 RRF_K = 10
@@ -57,7 +58,8 @@ def retrievers(
     assert view is not None
     turn_ids = list(view.place_of)
     texts = state.repo.passages(view.ref, turn_ids)
-    bm25 = BM25((t, f"{p.speaker}: {p.text}") for t, p in texts.items())
+    documents = [(t, f"{p.speaker}: {p.text}") for t, p in texts.items()]
+    bm25, bm25_chars = BM25(documents), BM25(documents, tokens="chars")
     texts_concepts = {t: p.concept_ids for t, p in texts.items()}
     src, dst, weight = edge_arrays(view, activation.weight)
     node_strengths = strengths(view)
@@ -92,6 +94,9 @@ def retrievers(
     def lexical(text: str, depth: int = k) -> list[str]:
         return top(bm25.scores(text), depth)
 
+    def lexical_chars(text: str) -> list[str]:
+        return top(bm25_chars.scores(text), k)
+
     def hybrid(text: str) -> list[str]:
         lists = {"emgas": emgas(text, HYBRID_DEPTH), "ppr": ppr(text, HYBRID_DEPTH)}
         return top(fuse(lists, HYBRID_WEIGHTS), k)
@@ -110,7 +115,7 @@ def retrievers(
         lists = {"emgas": emgas(text, HYBRID_DEPTH), "dense": dense(text, HYBRID_DEPTH)}
         return top(fuse(lists, DENSE_HYBRID_WEIGHTS), k)
 
-    return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "hybrid": hybrid,
+    return {"emgas": emgas, "ppr": ppr, "maibot": maibot, "bm25": lexical, "bm25-chars": lexical_chars, "hybrid": hybrid,
             "dense": dense, "emgas+dense": emgas_dense}
 
 

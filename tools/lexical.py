@@ -4,30 +4,57 @@
     idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
 
 f(t,d): occurrences of term t in d; |d|: terms in d; N: passages. Terms
-are the lemmas of the words that are not stopwords (`processors.extract.
-content_words`): on LoCoMo that is the strongest of the variants tried
-(raw tokens, lemmas, stopwords removed, both), so the floor is not a straw
-man. Pure: an index built from (id, text) pairs.
+of a space-delimited text are the lemmas of the words that are not
+stopwords (`processors.extract.content_words`): on LoCoMo that is the
+strongest of the variants tried (raw tokens, lemmas, stopwords removed,
+both), so the floor is not a straw man. A Chinese text has no spaces: its
+terms are jieba's search-mode words ("words", `processors.chinese.words`)
+or, the second baseline, its characters and character bigrams ("chars",
+no segmenter at all), each with its ASCII words as lemmas. Pure: an index
+built from (id, text) pairs.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
-from typing import Iterable
+from typing import Iterable, Literal
 
-from emgas.processors.extract import content_words as terms
+from emgas.processors import chinese
+from emgas.processors.extract import ExtractionParams, content_words, detect_language
+
+Tokens = Literal["words", "chars"]
+_LANGUAGE = ExtractionParams()  # only its language detection is used
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def terms(text: str, tokens: Tokens = "words") -> list[str]:
+    """The index terms of `text`: lemmas of content words; for Chinese,
+    search-mode words ("words") or characters and bigrams ("chars")."""
+    if detect_language(text, _LANGUAGE) != "zh":
+        return content_words(text)
+    if tokens == "words":
+        return chinese.words(text)
+    runs = _CJK.findall(text)
+    return (
+        [ch for run in runs for ch in run]
+        + [run[i : i + 2] for run in runs for i in range(len(run) - 1)]
+        + content_words(_CJK.sub(" ", text))
+    )
 
 
 class BM25:
-    def __init__(self, passages: Iterable[tuple[str, str]], k1: float = 1.5, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
+    def __init__(
+        self, passages: Iterable[tuple[str, str]], k1: float = 1.5, b: float = 0.75, tokens: Tokens = "words"
+    ) -> None:
+        self.k1, self.b, self.tokens = k1, b, tokens
         self.ids: list[str] = []
         self.freqs: list[Counter[str]] = []
         self.lengths: list[int] = []
         postings: dict[str, list[int]] = {}
         for pid, text in passages:
-            tokens = terms(text)
+            tokens = terms(text, self.tokens)
             counts = Counter(tokens)
             for t in counts:
                 postings.setdefault(t, []).append(len(self.ids))
@@ -42,7 +69,7 @@ class BM25:
     def scores(self, query: str) -> dict[str, float]:
         """Passage id -> BM25 score, for passages sharing a term with the query."""
         totals: dict[int, float] = {}
-        for t in set(terms(query)):
+        for t in set(terms(query, self.tokens)):
             for i in self.postings.get(t, ()):
                 f = self.freqs[i][t]
                 norm = f + self.k1 * (1.0 - self.b + self.b * self.lengths[i] / self.avgdl)

@@ -152,9 +152,14 @@ class Timings(Event):
     total_ms: float
 
 
+# Why an activation reply has no passage: no word of the query is a concept of
+# the graph (nor relates to one), or the seeds found lead to no passage held.
+EmptyReason = Literal["no_seeds", "no_passages"]
+
+
 class ActivationReply(Event):
     type: Literal["activation_reply"] = "activation_reply"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     request_id: str
     graph_id: str
     seeds: tuple[str, ...]
@@ -163,6 +168,10 @@ class ActivationReply(Event):
     iterations: int
     stats: GraphStats
     timings: Timings
+    # Added in v2 (v1 replies are upcast with none of them):
+    unmatched: tuple[str, ...] = ()  # query words that are no concept of the graph
+    expanded: tuple[str, ...] = ()  # concepts the lexicon related those words to (weak seeds)
+    empty: EmptyReason | None = None  # set when `passages` is empty: why
 
 
 class ErrorReply(Event):

@@ -23,7 +23,7 @@ def test_eval_on_one_conversation(tmp_path):
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())["retrievers"]
     dense = {"dense", "emgas+dense"} if _dense_installed() else set()
-    assert set(figures) == {"emgas", "ppr", "maibot", "bm25", "hybrid"} | dense
+    assert set(figures) == {"emgas", "ppr", "maibot", "bm25", "bm25-chars", "hybrid"} | dense
     assert set(figures["emgas"]) >= {"all", "1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop"}
     assert set(figures["emgas"]["all"]) == {"recall@5", "recall@10", "mrr", "n", "ms_per_question"}
     assert figures["emgas"]["all"]["recall@10"] >= FLOOR

@@ -1,0 +1,67 @@
+"""Query words the graph does not hold, reached through a lexicon (seeds/000
+§6.2's relation-aware spreading: typed is-a, synonym and derivation links
+that activation follows at their own weight).
+
+People ask in category words and other forms of the words they said:
+"what pets do I have?" of a graph that holds `greyhound`, "tell me about my
+family" of one that holds `sister`. A query word that is not a concept of
+the graph is looked up in the lexicon (WordNet 3.0, `state.wordnet`), and
+the graph's concepts it names become weak seeds:
+
+- its synonyms and derivationally related forms (tourney → tournament,
+  mentor → mentorship);
+- the words below its noun senses (hyponyms, up to BELOW_DEPTH steps:
+  activity → pottery, relative → sister); a sense with fewer than
+  FEW_BELOW words right below it (pet: none; kin: one) is a role some
+  members of a category play, so the search starts one step up (pet →
+  animal → … → greyhound; family → kin → relative → … → sister).
+
+Only concepts the graph holds are kept, nearest first, at most
+MAX_PER_WORD; together they start with EXPANSION_MASS, shared equally: a
+word the graph lacks counts for half a seed whatever it expands to.
+Pure: the lexicon is passed in, and nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+SENSES = 5  # the most frequent senses of a word that are followed (family's 5th: kin)
+FEW_BELOW = 3
+BELOW_DEPTH = 4
+MAX_PER_WORD = 12
+EXPANSION_MASS = 0.5
+
+
+class Lexicon(Protocol):
+    def synonyms(self, word: str, n: int) -> list[str]: ...
+    def derivations(self, word: str, n: int) -> list[str]: ...
+    def noun_senses(self, word: str, n: int) -> list[int]: ...
+    def hypernyms(self, synset: int) -> list[int]: ...
+    def below(self, synsets: list[int], depth: int) -> dict[str, int]: ...
+    def hyponym_count(self, synset: int) -> int: ...
+
+
+def related_concepts(word: str, lexicon: Lexicon, is_concept: Callable[[str], bool]) -> list[str]:
+    """The graph's concepts that `word` names in other words, nearest first:
+    synonyms and derived forms, then hyponyms by steps (ties: as the lexicon
+    lists them); at most MAX_PER_WORD; never `word` itself."""
+    near = lexicon.synonyms(word, SENSES) + lexicon.derivations(word, SENSES)
+    starts: list[int] = []
+    for sense in lexicon.noun_senses(word, SENSES):
+        starts += [sense] if lexicon.hyponym_count(sense) >= FEW_BELOW else lexicon.hypernyms(sense)
+    below = lexicon.below(list(dict.fromkeys(starts)), BELOW_DEPTH)
+    found = [w for w in dict.fromkeys(near + list(below)) if w != word and is_concept(w)]
+    return found[:MAX_PER_WORD]
+
+
+def expansion_seeds(words: list[str], lexicon: Lexicon, is_concept: Callable[[str], bool]) -> dict[str, float]:
+    """concept -> starting activation for the query words the graph lacks:
+    each word's related concepts share EXPANSION_MASS equally; a concept
+    two words reach gets both shares."""
+    seeds: dict[str, float] = {}
+    for word in words:
+        related = related_concepts(word, lexicon, is_concept)
+        for concept in related:
+            seeds[concept] = seeds.get(concept, 0.0) + EXPANSION_MASS / len(related)
+    return seeds
