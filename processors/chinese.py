@@ -6,7 +6,8 @@ statement and in a question ("我同事身高164厘米" / "我同事有多高来
 segmentation is a weak key. Terms are therefore, in text order:
 
 - jieba's search-mode words: each word of the precise cut and the dictionary
-  words inside it (金融科技 → 金融, 科技, 金融科技), minus function words;
+  words inside it (中华人民共和国 → 中华, 华人, 人民, 共和, 共和国, 中华人民共和国),
+  minus function words;
 - the character bigrams of each run of CJK characters (金融科技论坛 → 金融,
   融科, 科技, 技论, 论坛), minus those made of function characters only.
 

@@ -74,6 +74,11 @@ async def remember_recall_forget(session: ClientSession, graph: str, texts: list
     assert (first["turn_id"], first["text"], first["speaker"]) == (dog, DOG, "user")
     assert first["score"] > 0 and first["timestamp"].endswith(("Z", "+00:00"))
     assert "greyhound" in [c["concept"].lower() for c in found["concepts"]]
+    pets = await call(session, "recall", query="What pets do I have?", k=3)  # a category word (WordNet)
+    assert pets["passages"][0]["turn_id"] == dog and pets["empty"] is None
+    nothing = await call(session, "recall", query="Is it snowing in Oslo?", k=3)
+    assert nothing["passages"] == [] and nothing["empty"] == "no_seeds" and "oslo" in nothing["unmatched"]
+    assert "other words" in nothing["note"]
 
     forgotten = await call(session, "forget", turn_ids=[dog, "never-said"])
     assert forgotten["forgotten"] == [dog] and forgotten["not_held"] == ["never-said"]

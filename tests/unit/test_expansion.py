@@ -1,0 +1,238 @@
+"""Retrieval in the words people use: Chinese terms, questions asked together,
+query words the graph lacks expanded through a lexicon, and replies that say
+why they are empty."""
+
+import functools
+import os
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from emgas.processors import chinese
+from emgas.processors.activation import ActivationParams, spread, spread_groups
+from emgas.processors.codec import decode_reply, encode
+from emgas.processors.events import ActivationQuery, Turn
+from emgas.processors.expansion import EXPANSION_MASS, MAX_PER_WORD, expansion_seeds, related_concepts
+from emgas.processors.extract import ExtractionParams, extract, extractor_id, ingest, query_parts, query_seeds
+from emgas.processors.graph import GraphParams
+from emgas.state.retrieval import answer, find_seeds
+from emgas.state.wordnet import WordNet, find_dir
+from emgas.tools.driver import LocalLog
+from emgas.tools.lexical import terms
+
+P = ExtractionParams()
+T0 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
+WORDNET = find_dir(os.environ.get("EMGAS_WORDNET_DIR"))
+@functools.cache
+def wordnet() -> WordNet:
+    return WordNet.load(WORDNET)
+
+
+needs_wordnet = pytest.mark.skipif(
+    WORDNET is None and not os.environ.get("CI"), reason="no WordNet: make wordnet (CI installs it)"
+)
+
+
+# Chinese terms
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        ("我同事身高164厘米", {"同事", "身高", "厘米"}, {"我", "164"}),
+        ("金融科技精英论坛的地点是北京。", {"金融", "科技", "论坛", "地点", "北京", "融科"}, {"的", "是", "。"}),
+        ("我同事有多高来着？另外，时间是什么？", {"同事", "多高"}, {"来着", "另外", "什么"}),
+        ("我的手机是OPPOReno7", {"手机", "opporeno7"}, {"我的"}),
+    ],
+)
+def test_chinese_terms_are_words_and_bigrams_without_function_words(text, present, absent):
+    found = set(chinese.terms(text))
+    assert present <= found and not absent & found, found
+
+
+def test_chinese_concepts_keep_the_fact_a_question_asks_for():
+    ids = {c.id for c in extract("我同事身高164厘米", P)}
+    assert {"同事", "身高"} <= ids  # the old keyword filter kept only 同事
+    assert "同事" in query_seeds("我同事有多高来着？", P)
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens", "expected"),
+    [
+        ("我妹妹住在成都", "words", ["妹妹", "成都"]),
+        ("住在成都", "chars", ["住", "在", "成", "都", "住在", "在成", "成都"]),
+        ("Pretzel loves the beach", "words", ["pretzel", "love", "beach"]),
+        ("Pretzel loves the beach", "chars", ["pretzel", "love", "beach"]),
+    ],
+)
+def test_bm25_terms_tokenise_chinese(text, tokens, expected):
+    assert sorted(terms(text, tokens)) == sorted(expected)
+
+
+# Several questions in one query
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("我上司叫什么？另外，论坛的地点是什么？", ["我上司叫什么", "另外，论坛的地点是什么"]),
+        ("Where does Nora run? And when did she start?", ["Where does Nora run", "And when did she start"]),
+        ("What pets do I have", ["What pets do I have"]),
+        ("?!", ["?!"]),
+        ("version 2.5 of Kafka", ["version 2.5 of Kafka"]),
+    ],
+)
+def test_query_parts_split_where_a_sentence_ends(text, parts):
+    assert query_parts(text) == parts
+
+
+def _chain(n: int):
+    """Neighbours of a path graph 0 - 1 - ... - n-1, unit weights."""
+    def neighbours(i: int):
+        idx = np.array([j for j in (i - 1, i + 1) if 0 <= j < n], dtype=np.int64)
+        return idx, np.ones(idx.size)
+    return neighbours
+
+
+def test_one_group_spreads_as_before_bit_for_bit():
+    params = ActivationParams()
+    plain, _ = spread(6, [0, 3], _chain(6), params)
+    grouped, _ = spread_groups(6, [{0: 1.0, 3: 1.0}], _chain(6), params)
+    assert plain.tobytes() == grouped.tobytes()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5))
+def test_each_question_weighs_the_same_whatever_its_number_of_seeds(small, large):
+    """Two questions on disjoint parts of a graph: their seeds end with equal total activation."""
+    n = 40
+    first = {i: 1.0 for i in range(small)}
+    second = {20 + i: 1.0 for i in range(large)}
+    params = ActivationParams(propagation_decay=0.0)  # nothing moves: the seeds keep their start
+    activation, _ = spread_groups(n, [first, second], _chain(n), params)
+    assert activation[:20].sum() == pytest.approx(activation[20:].sum())
+    assert activation.sum() == pytest.approx(small + large)
+
+
+# Expansion through a lexicon (a fake one: the rule, not WordNet)
+
+class TinyLexicon:
+    """pet (a role: nothing below) is an animal; animal > dog > greyhound; tourney = tournament."""
+    words = {0: ("pet",), 1: ("animal", "beast"), 2: ("dog",), 3: ("greyhound",), 4: ("cat",), 5: ("racer",)}
+    hyper = {0: [1], 2: [1], 3: [2], 4: [1], 5: [1]}
+    hypo = {1: [2, 4, 5], 2: [3]}
+
+    def synonyms(self, word, n):
+        return ["tournament"] if word == "tourney" else []
+
+    def derivations(self, word, n):
+        return ["mentorship"] if word == "mentor" else []
+
+    def noun_senses(self, word, n):
+        return [s for s, ws in self.words.items() if word in ws][:n]
+
+    def hypernyms(self, synset):
+        return self.hyper.get(synset, [])
+
+    def hyponym_count(self, synset):
+        return len(self.hypo.get(synset, []))
+
+    def below(self, synsets, depth):
+        out, frontier = {}, [(s, 0) for s in synsets]
+        while frontier:
+            s, d = frontier.pop(0)
+            for w in self.words[s]:
+                out.setdefault(w, d)
+            if d < depth:
+                frontier += [(t, d + 1) for t in self.hypo.get(s, [])]
+        return out
+
+
+@pytest.mark.parametrize(
+    ("word", "graph", "expected"),
+    [
+        ("pet", {"greyhound", "beach"}, ["greyhound"]),  # a role: the search starts one step up
+        ("animal", {"greyhound", "cat", "beach"}, ["cat", "greyhound"]),  # nearest first
+        ("tourney", {"tournament"}, ["tournament"]),
+        ("mentor", {"mentorship", "mentor"}, ["mentorship"]),  # never the word itself
+        ("pet", {"beach"}, []),  # only concepts the graph holds
+        ("unknown", {"greyhound"}, []),
+    ],
+)
+def test_related_concepts(word, graph, expected):
+    assert related_concepts(word, TinyLexicon(), graph.__contains__) == expected
+
+
+def test_a_word_the_graph_lacks_counts_for_half_a_seed_in_all():
+    graph = {"greyhound", "cat", "tournament"}
+    seeds = expansion_seeds(["pet", "tourney", "animal"], TinyLexicon(), graph.__contains__)
+    half, quarter = EXPANSION_MASS, EXPANSION_MASS / 2
+    assert seeds == {"greyhound": quarter + quarter, "cat": quarter + quarter, "tournament": half}
+    assert MAX_PER_WORD >= 1
+
+
+# Through `answer`: the issue's three everyday questions and the empty reply
+
+def _memory(*texts: str) -> LocalLog:
+    log = LocalLog(GraphParams())
+    for i, text in enumerate(texts):
+        turn = Turn(graph_id="g", turn_id=f"t{i}", speaker="user", text=text, timestamp=T0 + timedelta(minutes=i))
+        log.append(ingest(turn, P, extractor_id(P)))
+    return log
+
+
+DOG, BEACH, SISTER = ("I adopted a greyhound called Pretzel last week", "Pretzel loves the beach at Cromer",
+                      "My sister Mina lives in Leeds and bakes sourdough")
+
+
+def _ask(log: LocalLog, text: str, lexicon=None):
+    query = ActivationQuery(request_id="q", graph_id="g", text=text, reinforce=False)
+    return answer(log.state, query, ActivationParams(), P, lambda: 0.0, lexicon=lexicon)
+
+
+def test_a_query_with_no_word_in_the_graph_says_so():
+    reply = _ask(_memory(DOG, BEACH, SISTER), "Is it snowing in Oslo?")
+    assert reply.passages == () and reply.empty == "no_seeds" and "oslo" in reply.unmatched
+    decoded = decode_reply(encode(reply))
+    assert decoded.empty == "no_seeds" and decoded.unmatched == reply.unmatched
+
+
+def test_a_version_1_reply_reads_with_no_reason():
+    reply = _ask(_memory(DOG), "greyhound")
+    old = reply.model_dump(mode="json", exclude={"unmatched", "expanded", "empty"}) | {"schema_version": 1}
+    decoded = decode_reply(encode_dict(old))
+    assert decoded.schema_version == 2 and decoded.empty is None and decoded.unmatched == ()
+
+
+def encode_dict(obj: dict) -> bytes:
+    import json
+    return json.dumps(obj).encode()
+
+
+def test_expansion_seeds_with_a_fake_lexicon_and_reports_them():
+    log = _memory(DOG, BEACH, SISTER)
+    seeds = find_seeds(log.state.view("g"), ActivationQuery(request_id="q", graph_id="g", text="What pets do I have?",
+                                                            reinforce=False), P, TinyLexicon())
+    assert seeds.ids == [] and seeds.unmatched == ["pet"] and seeds.expanded == ["greyhound"]
+    reply = _ask(log, "What pets do I have?", TinyLexicon())
+    assert reply.passages[0].turn_id == "t0" and reply.seeds == () and reply.expanded == ("greyhound",)
+
+
+@needs_wordnet
+@pytest.mark.parametrize(
+    ("question", "first"), [("What pets do I have?", "t0"), ("Tell me about my family", "t2")]
+)
+def test_everyday_questions_find_their_turn_first(question, first):
+    lexicon = wordnet()
+    assert _ask(_memory(DOG, BEACH, SISTER), question, lexicon).passages[0].turn_id == first
+
+
+@needs_wordnet
+@pytest.mark.parametrize(
+    ("word", "graph", "expected"),
+    [("pet", {"greyhound", "leeds"}, "greyhound"), ("family", {"sister", "leeds"}, "sister"),
+     ("tourney", {"tournament"}, "tournament"), ("activity", {"pottery", "leeds"}, "pottery"),
+     ("dog", {"greyhound", "beach"}, "greyhound")],
+)
+def test_wordnet_links_category_words_to_instances(word, graph, expected):
+    assert expected in related_concepts(word, wordnet(), graph.__contains__)
