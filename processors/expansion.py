@@ -14,7 +14,9 @@ the graph's concepts it names become weak seeds:
   activity → pottery, relative → sister); a sense with fewer than
   FEW_BELOW words right below it (pet: none; kin: one) is a role some
   members of a category play, so the search starts one step up (pet →
-  animal → … → greyhound; family → kin → relative → … → sister).
+  animal → … → greyhound; family → kin → relative → … → sister), unless
+  that category is too wide to mean anything (more than MAX_CATEGORY words
+  within BELOW_DEPTH: fish → Pisces → person).
 
 Only concepts the graph holds are kept, nearest first, at most
 MAX_PER_WORD; together they start with EXPANSION_MASS, shared equally: a
@@ -28,6 +30,7 @@ from typing import Callable, Protocol
 
 SENSES = 5  # the most frequent senses of a word that are followed (family's 5th: kin)
 FEW_BELOW = 3
+MAX_CATEGORY = 1500  # animal: 837 words, leader (boss -> manager): 1,321, person: 14,016
 BELOW_DEPTH = 4
 MAX_PER_WORD = 12
 EXPANSION_MASS = 0.5
@@ -49,7 +52,10 @@ def related_concepts(word: str, lexicon: Lexicon, is_concept: Callable[[str], bo
     near = lexicon.synonyms(word, SENSES) + lexicon.derivations(word, SENSES)
     starts: list[int] = []
     for sense in lexicon.noun_senses(word, SENSES):
-        starts += [sense] if lexicon.hyponym_count(sense) >= FEW_BELOW else lexicon.hypernyms(sense)
+        if lexicon.hyponym_count(sense) >= FEW_BELOW:
+            starts.append(sense)
+        else:
+            starts += [up for up in lexicon.hypernyms(sense) if len(lexicon.below([up], BELOW_DEPTH)) <= MAX_CATEGORY]
     below = lexicon.below(list(dict.fromkeys(starts)), BELOW_DEPTH)
     found = [w for w in dict.fromkeys(near + list(below)) if w != word and is_concept(w)]
     return found[:MAX_PER_WORD]

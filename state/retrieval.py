@@ -69,13 +69,17 @@ def find_seeds(
     parts = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
     parts.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
     groups, ids, unmatched, expanded = [], [], [], []
+    speakers = view.speakers() if lexicon is not None else set()
     for words in parts:
         group = {cid: 1.0 for cid in words if cid in view.index}
         ids += group
         missing = [w for w in dict.fromkeys(words) if w not in view.index and " " not in w]
         unmatched += missing
         if lexicon is not None and missing:
-            related = expansion_seeds(missing, lexicon, lambda w: w in view.index and w not in group)
+            # A speaker's name is no instance of a category word, only a hub.
+            related = expansion_seeds(
+                missing, lexicon, lambda w: w in view.index and w not in group and w not in speakers
+            )
             group.update(related)
             expanded += related
         if group:

@@ -27,7 +27,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
-_POINTERS = {"@": "hyper", "@i": "hyper", "~": "hypo", "~i": "hypo", "+": "deriv"}
+# An instance's hypernym (Oslo -> national capital) is kept apart: Oslo is
+# not a role some capitals play, so expansion never climbs from it.
+_POINTERS = {"@": "hyper", "@i": "instance_of", "~": "hypo", "~i": "hypo", "+": "deriv"}
 # WordNet's morphy detachment rules (morph.c).
 _RULES = {
     "n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
@@ -36,7 +38,7 @@ _RULES = {
     "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
     "r": (),
 }
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 DEFAULT_DIRS = (Path("/usr/share/wordnet"), Path("/usr/local/share/wordnet"), Path("/opt/homebrew/share/wordnet"))
 
 
