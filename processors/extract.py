@@ -31,7 +31,8 @@ _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
 _POSSESSIVE = re.compile(r"['’]s$")
 # Bumped whenever the same text and parameters give other concepts, so
 # events say which extraction made them (2: possessives are stripped;
-# 3: Chinese gives search-mode words and character bigrams).
+# 3: Chinese gives search-mode words and character bigrams; the lemmatiser
+# sees each token's case, so names keep their form).
 REVISION = 3
 
 
@@ -83,7 +84,7 @@ def _is_cjk(ch: str) -> bool:
 
 def normalise(phrase: str, language: str) -> str:
     """Concept id: lower-cased lemmas joined by single spaces ("Consumers" -> "consumer")."""
-    tokens = _TOKEN.findall(phrase.lower())
+    tokens = _TOKEN.findall(phrase)
     lang = "en" if language == "zh" else language
     return " ".join(lemma(t, lang) for t in tokens)
 
@@ -97,8 +98,11 @@ def speaker_key(speaker: str) -> str:
 
 def lemma(word: str, language: str) -> str:
     """Lower-cased lemma of one token; a possessive 's is dropped first
-    ("Joanna's" -> "joanna"), so a name and its possessive are one concept."""
-    return simplemma.lemmatize(_POSSESSIVE.sub("", word.lower()), lang=language).lower()
+    ("Joanna's" -> "joanna"), so a name and its possessive are one concept.
+    The lemmatiser sees the token's own case, which keeps names as they
+    are ("Maria" -> "maria", not "mare"; "Mars" -> "mars") while "Dogs"
+    still gives "dog"."""
+    return simplemma.lemmatize(_POSSESSIVE.sub("", word), lang=language).lower()
 
 
 def extract(text: str, params: ExtractionParams, language: str | None = None) -> tuple[Concept, ...]:
@@ -130,7 +134,7 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
         previous = _previous_char(text, match.start())
         proper = word[0].isupper() and previous is not None and previous not in _SENTENCE_END
         importance = PROPER_IMPORTANCE if proper else WORD_IMPORTANCE
-        cid = lemma(lower, language)
+        cid = lemma(word, language)
         first = found.get(cid)
         if first is None:
             found[cid] = (importance, position, word)
@@ -141,7 +145,9 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
 
 
 def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
-    """Seed candidates of a query: its concept ids, then each of their words.
+    """Seed candidates of a query: its concept ids, then each of their words
+    (then, for Chinese, every term; otherwise each lower-case word's lemma
+    as if it were capitalised).
 
     A query phrase ("kafka consumer") may not be a node while its words
     are; trying both keeps recall without inventing concepts.
@@ -151,6 +157,9 @@ def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
     words = [w for cid in ids for w in cid.split(" ") if " " in cid]
     if language == "zh":
         words += [_chinese_id(term) for term in chinese.terms(text)]
+    else:  # a name typed in lower case ("maria") is found as its capitalised self
+        stopwords = _yake(language, 1, 1).stopword_set
+        words += [lemma(t.capitalize(), language) for t in _TOKEN.findall(text) if t.islower() and t not in stopwords]
     return tuple(dict.fromkeys(x for x in ids + words if x))
 
 
@@ -177,9 +186,7 @@ def _previous_char(text: str, position: int) -> str | None:
 def content_words(text: str, language: str = "en") -> list[str]:
     """Lemmas of the words of `text` that are not stopwords (YAKE's list), lower case."""
     stopwords = _yake(language, 1, 1).stopword_set
-    return [
-        lemma(w, language) for w in _TOKEN.findall(text.lower()) if w not in stopwords
-    ]
+    return [lemma(w, language) for w in _TOKEN.findall(text) if w.lower() not in stopwords]
 
 
 @lru_cache(maxsize=16)

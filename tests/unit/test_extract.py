@@ -67,3 +67,15 @@ def test_query_seeds_include_words_of_phrases():
 def test_max_concepts_is_respected():
     text = " ".join(f"Topic{i} alpha{i} beta{i} gamma{i}." for i in range(40))
     assert len(extract(text, ExtractionParams(max_concepts=5))) <= 5
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Maria went to Wales", {"maria", "wales"}), ("We watched Mars rise", {"mars"}), ("Dogs ran", {"dog", "run"})],
+)
+def test_names_keep_their_form_and_words_their_lemma(text, expected):
+    assert expected <= {c.id for c in extract(text, P)}
+
+
+def test_a_name_typed_in_lower_case_still_seeds_the_name():
+    assert "maria" in query_seeds("when did maria go to the beach?", P)
