@@ -15,6 +15,7 @@ import numpy as np
 from emgas.processors.activation import (
     ActivationParams,
     concept_scores,
+    fuse_questions,
     named_speakers,
     rank_passages,
     spread_groups,
@@ -143,7 +144,7 @@ def answer(
     )
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
-    activation, iterations = spread_groups(
+    activation, iterations, each = spread_groups(
         view.nodes, [{view.index[cid]: a for cid, a in g.items()} for g in seeds.groups], spreading, params, trace
     )
     activation = activation[: view.size]  # topic nodes have no passages
@@ -151,9 +152,15 @@ def answer(
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
     top = top_concepts(scores, activation, params.top_concepts, view.ids)
     named = named_speakers(seeds.ids, view.speakers())
-    ranked = rank_passages(
-        ((scores[i], view.passage_ids[i]) for i in top), params.top_passages, view.surroundings(), params, named,
-    )
+    if len(each) > 1:
+        ranked = fuse_questions(
+            [_ranked(view, a[: view.size], params, named, max(params.top_passages, FUSION_DEPTH)) for a in each],
+            params.top_passages,
+        )
+    else:
+        ranked = rank_passages(
+            ((scores[i], view.passage_ids[i]) for i in top), params.top_passages, view.surroundings(), params, named,
+        )
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()
     return ActivationReply(
@@ -181,6 +188,18 @@ def answer(
         expanded=tuple(seeds.expanded),
         empty=None if ranked else ("no_seeds" if not seeds.groups else "no_passages"),
     )
+
+
+FUSION_DEPTH = 50  # how deep each question's ranking goes into `fuse_questions`
+
+
+def _ranked(
+    view: GraphView, activation: np.ndarray, params: ActivationParams, named: frozenset[str], depth: int
+) -> list[tuple[str, float]]:
+    """One question's passages, ranked as a one-question query's are."""
+    scores = concept_scores(activation, view.specificity(), params.hub_floor)
+    top = top_concepts(scores, activation, params.top_concepts, view.ids)
+    return rank_passages(((scores[i], view.passage_ids[i]) for i in top), depth, view.surroundings(), params, named)
 
 
 def _ms(a: float, b: float) -> float:

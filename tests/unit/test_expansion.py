@@ -97,7 +97,7 @@ def _chain(n: int):
 def test_one_group_spreads_as_before_bit_for_bit():
     params = ActivationParams()
     plain, _ = spread(6, [0, 3], _chain(6), params)
-    grouped, _ = spread_groups(6, [{0: 1.0, 3: 1.0}], _chain(6), params)
+    grouped, _, _ = spread_groups(6, [{0: 1.0, 3: 1.0}], _chain(6), params)
     assert plain.tobytes() == grouped.tobytes()
 
 
@@ -109,7 +109,7 @@ def test_each_question_weighs_the_same_whatever_its_number_of_seeds(small, large
     first = {i: 1.0 for i in range(small)}
     second = {20 + i: 1.0 for i in range(large)}
     params = ActivationParams(propagation_decay=0.0)  # nothing moves: the seeds keep their start
-    activation, _ = spread_groups(n, [first, second], _chain(n), params)
+    activation, _, _ = spread_groups(n, [first, second], _chain(n), params)
     assert activation[:20].sum() == pytest.approx(activation[20:].sum())
     assert activation.sum() == pytest.approx(small + large)
 
