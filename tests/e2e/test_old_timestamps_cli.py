@@ -119,6 +119,15 @@ def test_an_old_turn_does_not_erase_what_recent_turns_said(live):
     assert reply["passages"][0]["turn_id"] in {"a1", "a4"}
     assert {"a1", "a2"} <= {p["turn_id"] for p in reply["passages"]}  # Pretzel's turns, through the greyhound
 
+    # Everyday words (issue 27): a category word finds its instance; a query
+    # with no word in the memory says so instead of answering nothing.
+    for question, first in (("What pets do I have?", {"a1", "a4"}), ("Tell me about my family", {"a3"})):
+        run = live.emgas("query", "--graph", "alice", question, "--json", "--no-reinforce")
+        assert run.returncode == 0 and json.loads(run.stdout)["passages"][0]["turn_id"] in first, run.stdout
+    run = live.emgas("query", "--graph", "alice", "What about the zorbulax?", "--no-reinforce")
+    assert run.returncode == 0, run.stderr
+    assert "no passage (no_seeds)" in run.stdout and "zorbulax" in run.stdout
+
 
 @needs_kcat
 def test_a_poison_graph_event_goes_to_the_dead_letters_and_the_worker_goes_on(live):

@@ -27,6 +27,8 @@ def test_add_search_delete_search(pipeline):
         after = memory.search("greyhound Pretzel", k=3)
         assert dog not in [h.turn_id for h in after.hits] and beach in [h.turn_id for h in after.hits]
         assert memory.stats().turns == 2
+        nothing = memory.search("What about the zorbulax?", k=3)
+        assert nothing.hits == [] and nothing.empty == "no_seeds" and nothing.unmatched == ["zorbulax"]
         assert [s.kind for s in memory.history("greyhound")][-1] == "forgotten"
 
 

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from emgas.processors import chinese
-from emgas.processors.activation import ActivationParams, spread, spread_groups
+from emgas.processors.activation import ActivationParams, fuse_questions, spread, spread_groups
 from emgas.processors.codec import decode_reply, encode
 from emgas.processors.events import ActivationQuery, Turn
-from emgas.processors.expansion import EXPANSION_MASS, MAX_PER_WORD, expansion_seeds, related_concepts
+from emgas.processors.expansion import (
+    EXPANSION_MASS, MAX_PER_WORD, SIMILAR_MASS, expansion_seeds, related_concepts, similar_seeds,
+)
 from emgas.processors.extract import ExtractionParams, extract, extractor_id, ingest, query_parts, query_seeds
 from emgas.processors.graph import GraphParams
 from emgas.state.retrieval import answer, find_seeds
+from emgas.state.semantic import VectorCache
 from emgas.state.wordnet import WordNet, find_dir
 from emgas.tools.driver import LocalLog
 from emgas.tools.lexical import terms
@@ -187,12 +190,12 @@ DOG, BEACH, SISTER = ("I adopted a greyhound called Pretzel last week", "Pretzel
 
 def _ask(log: LocalLog, text: str, lexicon=None):
     query = ActivationQuery(request_id="q", graph_id="g", text=text, reinforce=False)
-    return answer(log.state, query, ActivationParams(), P, lambda: 0.0, lexicon=lexicon)
+    return answer(log.state, query, ActivationParams(), P, lambda: 0.0, lexicon=lexicon, encoder=None)
 
 
 def test_a_query_with_no_word_in_the_graph_says_so():
-    reply = _ask(_memory(DOG, BEACH, SISTER), "Is it snowing in Oslo?")
-    assert reply.passages == () and reply.empty == "no_seeds" and "oslo" in reply.unmatched
+    reply = _ask(_memory(DOG, BEACH, SISTER), "What about the zorbulax?")
+    assert reply.passages == () and reply.empty == "no_seeds" and reply.unmatched == ("zorbulax",)
     decoded = decode_reply(encode(reply))
     assert decoded.empty == "no_seeds" and decoded.unmatched == reply.unmatched
 
@@ -236,3 +239,52 @@ def test_everyday_questions_find_their_turn_first(question, first):
 )
 def test_wordnet_links_category_words_to_instances(word, graph, expected):
     assert expected in related_concepts(word, wordnet(), graph.__contains__)
+
+
+# Questions fused by normalised score, semantic seeds, concept vectors
+
+@pytest.mark.parametrize(
+    ("rankings", "k", "expected"),
+    [
+        # the forum question repeats its words: scores 9, 8, 7; the boss question scores 1
+        ([[("forum1", 9.0), ("forum2", 8.0), ("forum3", 7.0)], [("boss1", 1.0), ("boss2", 0.5)]], 3,
+         [("boss1", 1.0), ("forum1", 1.0), ("forum2", 8 / 9)]),
+        ([[("a", 2.0), ("b", 1.0)], [("b", 4.0)]], 2, [("b", 1.5), ("a", 1.0)]),  # found by both: summed
+        ([[("a", 0.0)], []], 5, []),  # a question that found nothing adds nothing
+    ],
+)
+def test_fuse_questions(rankings, k, expected):
+    fused = fuse_questions(rankings, k)
+    assert [pid for pid, _ in fused] == [pid for pid, _ in expected]
+    assert [score for _, score in fused] == pytest.approx([score for _, score in expected])
+
+
+def _unit(*rows):
+    m = np.array(rows, dtype=np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_similar_seeds_take_the_nearest_allowed_concepts_above_the_floor():
+    ids = ["clarinet", "violin", "tennis", "instrument", "speaker"]
+    concepts = _unit([1, 0.1, 0], [1, 0.3, 0], [0, 0, 1], [1, 0, 0], [1, 0.05, 0])
+    word = _unit([1, 0, 0])
+    seeds = similar_seeds(["instrument"], word, ids, concepts, lambda c: c != "speaker")
+    assert list(seeds) == ["clarinet", "violin"]  # never the word itself, a disallowed one, or a far one (tennis)
+    assert sum(seeds.values()) == pytest.approx(SIMILAR_MASS)
+    assert similar_seeds(["x"], word, [], np.zeros((0, 3), dtype=np.float32), bool) == {}
+
+
+def test_concept_vectors_encode_each_concept_once():
+    log = _memory(DOG, BEACH)
+    view = log.state.view("g")
+    calls = []
+
+    def encode(words):
+        calls.append(list(words))
+        return np.ones((len(words), 384), dtype=np.float32)
+
+    vectors = VectorCache(max_graphs=1).of(view.ref)
+    ids, matrix = vectors.current(view, encode)
+    again, _ = vectors.current(view, encode)
+    assert sorted(ids) == sorted(view.index) and matrix.shape == (len(ids), 384)
+    assert again == ids and len(calls) == 1
