@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -100,8 +101,17 @@ def encoder() -> Encoder:
     return Encoder()
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.Lock()  # a worker's warm-up thread and its first query may ask at once
+
+
 def optional_encoder() -> Encoder | None:
+    """The loaded one (see below), loading it first under a lock."""
+    with _LOADING:
+        return _optional_encoder()
+
+
+@lru_cache(maxsize=1)
+def _optional_encoder() -> Encoder | None:
     """The encoder when the extra is installed, else None (said once in the log)."""
     if not available():
         log.info("emgas[dense] not installed: queries get no semantic seeds")

@@ -102,11 +102,21 @@ def find_seeds(
 def _similar(
     view: GraphView, words: list[str], encoder: Encoder, group: dict[str, float], speakers: set[str]
 ) -> dict[str, float]:
-    ids, vectors = _VECTORS.of(view.ref).current(view, lambda new: encoder.encode(new))
+    graph = _VECTORS.of(view.ref)
+    ids, vectors = graph.current(view, _VECTORS.words, encoder.encode)
     return similar_seeds(
-        words, encoder.encode(words), ids, vectors,
+        words, graph.of(words, _VECTORS.words, encoder.encode), ids, vectors,
         lambda cid: cid in view.index and cid not in group and cid not in speakers,
     )
+
+
+def warm_up(params: ActivationParams) -> None:
+    """Load what query expansion needs (WordNet, the encoder) now, so the first
+    query a worker answers does not wait for them (about 1–2 s)."""
+    if params.expansion:
+        default_lexicon()
+    if params.semantic:
+        optional_encoder()
 
 
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:

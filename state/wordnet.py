@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import pickle
+import threading
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
@@ -48,8 +49,17 @@ def find_dir(configured: str | None = None) -> Path | None:
     return next((d for d in candidates if (d / "data.noun").is_file()), None)
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.Lock()  # a worker's warm-up thread and its first query may ask at once
+
+
 def default_lexicon() -> "WordNet | None":
+    """The loaded one (see below), loading it first under a lock."""
+    with _LOADING:
+        return _default_lexicon()
+
+
+@lru_cache(maxsize=1)
+def _default_lexicon() -> "WordNet | None":
     """This process's WordNet, loaded on first use: from `EMGAS_WORDNET_DIR`
     or a default directory, cached under `$XDG_CACHE_HOME/emgas` (~/.cache/emgas).
     None, said once in the log, when there is none: queries then expand nothing."""

@@ -6,9 +6,11 @@ import asyncio
 import logging
 import socket
 import tempfile
+import threading
 
 import faust
 
+from emgas.state.retrieval import warm_up
 from emgas.streams.app import FATAL, create_app
 from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
@@ -75,6 +77,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     on_mock = asyncio.run(ensure_topics(settings))
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
+    threading.Thread(target=warm_up, args=(settings.activation,), name="emgas-warm-up", daemon=True).start()
     app = create_app(settings)
     worker = HandingOverWorker(
         app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)

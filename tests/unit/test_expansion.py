@@ -283,8 +283,14 @@ def test_concept_vectors_encode_each_concept_once():
         calls.append(list(words))
         return np.ones((len(words), 384), dtype=np.float32)
 
-    vectors = VectorCache(max_graphs=1).of(view.ref)
-    ids, matrix = vectors.current(view, encode)
-    again, _ = vectors.current(view, encode)
+    cache = VectorCache(max_graphs=1)
+    vectors = cache.of(view.ref)
+    ids, matrix = vectors.current(view, cache.words, encode)
+    again, _ = vectors.current(view, cache.words, encode)
     assert sorted(ids) == sorted(view.index) and matrix.shape == (len(ids), 384)
     assert again == ids and len(calls) == 1
+    query = vectors.of(["greyhound", "zorbulax", "zorbulax"], cache.words, encode)
+    assert query.shape == (3, 384) and calls[1:] == [["zorbulax"]]  # a concept's row is reused
+    other = cache.of("another graph")
+    other.current(_memory(DOG).state.view("g"), cache.words, encode)
+    assert len(calls) == 2  # the words were encoded for the first graph already
