@@ -112,7 +112,7 @@ def _similar(
 
 def warm_up(params: ActivationParams) -> None:
     """Load what query expansion needs (WordNet, the encoder) now, so the first
-    query a worker answers does not wait for them (about 1–2 s)."""
+    query a worker answers does not wait for them (about 1 s)."""
     if params.expansion:
         default_lexicon()
     if params.semantic:

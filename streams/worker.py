@@ -6,7 +6,6 @@ import asyncio
 import logging
 import socket
 import tempfile
-import threading
 
 import faust
 
@@ -77,7 +76,9 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     on_mock = asyncio.run(ensure_topics(settings))
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
-    threading.Thread(target=warm_up, args=(settings.activation,), name="emgas-warm-up", daemon=True).start()
+    # WordNet and the encoder load now (about 1 s), before the worker joins its
+    # group: not on its first query, and not while it folds its first turns.
+    warm_up(settings.activation)
     app = create_app(settings)
     worker = HandingOverWorker(
         app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)
