@@ -64,11 +64,21 @@ def words(text: str) -> list[str]:
     return out
 
 
+def cjk_runs(text: str) -> list[str]:
+    """The runs of CJK characters in `text`, in order."""
+    return _CJK_RUN.findall(text)
+
+
+def without_cjk(text: str) -> str:
+    """`text` with each CJK run replaced by a space (what is left: other scripts)."""
+    return _CJK_RUN.sub(" ", text)
+
+
 def bigrams(text: str) -> list[str]:
     """Character bigrams of each CJK run of `text`, in order, except those of
     function characters only and function words."""
     out = []
-    for run in _CJK_RUN.findall(text):
+    for run in cjk_runs(text):
         for i in range(len(run) - 1):
             pair = run[i : i + 2]
             if pair not in STOPWORDS and not set(pair) <= _FUNCTION_CHARS:

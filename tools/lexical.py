@@ -17,7 +17,6 @@ built from (id, text) pairs.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from typing import Iterable, Literal
 
@@ -26,7 +25,6 @@ from emgas.processors.extract import ExtractionParams, content_words, detect_lan
 
 Tokens = Literal["words", "chars"]
 _LANGUAGE = ExtractionParams()  # only its language detection is used
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
 def terms(text: str, tokens: Tokens = "words") -> list[str]:
@@ -36,11 +34,11 @@ def terms(text: str, tokens: Tokens = "words") -> list[str]:
         return content_words(text)
     if tokens == "words":
         return chinese.words(text)
-    runs = _CJK.findall(text)
+    runs = chinese.cjk_runs(text)
     return (
         [ch for run in runs for ch in run]
         + [run[i : i + 2] for run in runs for i in range(len(run) - 1)]
-        + content_words(_CJK.sub(" ", text))
+        + content_words(chinese.without_cjk(text))
     )
 
 
