@@ -54,8 +54,8 @@ _VECTORS = VectorCache()  # concept vectors per graph version, for semantic seed
 @dataclass(frozen=True)
 class Seeds:
     """What a query starts from: one group per question (concept -> starting
-    activation), the query words the graph lacks, and the concepts the
-    lexicon related those to."""
+    activation), the query words the graph lacks, and the concepts reached
+    for the query's words through the lexicon or word vectors (weak seeds)."""
 
     groups: list[dict[str, float]]
     ids: list[str]  # the seeds the query's own words gave, once, in query order
