@@ -45,6 +45,7 @@ class Lexicon(Protocol):
     def hypernyms(self, synset: int) -> list[int]: ...
     def below(self, synsets: list[int], depth: int) -> dict[str, int]: ...
     def hyponym_count(self, synset: int) -> int: ...
+    def size_below(self, synset: int, depth: int) -> int: ...
 
 
 def related_concepts(word: str, lexicon: Lexicon, is_concept: Callable[[str], bool]) -> list[str]:
@@ -57,7 +58,7 @@ def related_concepts(word: str, lexicon: Lexicon, is_concept: Callable[[str], bo
         if lexicon.hyponym_count(sense) >= FEW_BELOW:
             starts.append(sense)
         else:
-            starts += [up for up in lexicon.hypernyms(sense) if len(lexicon.below([up], BELOW_DEPTH)) <= MAX_CATEGORY]
+            starts += [up for up in lexicon.hypernyms(sense) if lexicon.size_below(up, BELOW_DEPTH) <= MAX_CATEGORY]
     below = lexicon.below(list(dict.fromkeys(starts)), BELOW_DEPTH)
     found = [w for w in dict.fromkeys(near + list(below)) if w != word and is_concept(w)]
     return found[:MAX_PER_WORD]

@@ -145,13 +145,9 @@ def answer(
         which = f"graph {query.graph_id!r}" + (f" version {query.graph_version}" if query.graph_version else "")
         raise QueryError("graph_not_found", f"{which} has no turns on this worker")
     params = defaults.overridden_by(query.params)
-    if lexicon == "default":
-        lexicon = default_lexicon() if params.expansion else None
-    if encoder == "default":
-        encoder = optional_encoder() if params.semantic else None
-    seeds = find_seeds(
-        view, query, extraction, lexicon if params.expansion else None, encoder if params.semantic else None
-    )
+    lexicon = (default_lexicon() if lexicon == "default" else lexicon) if params.expansion else None
+    encoder = (optional_encoder() if encoder == "default" else encoder) if params.semantic else None
+    seeds = find_seeds(view, query, extraction, lexicon, encoder)
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
     activation, iterations, each = spread_groups(
@@ -159,18 +155,14 @@ def answer(
     )
     activation = activation[: view.size]  # topic nodes have no passages
     spread_done = clock()
-    scores = concept_scores(activation, view.specificity(), params.hub_floor)
-    top = top_concepts(scores, activation, params.top_concepts, view.ids)
+    scores, top = _scored(view, activation, params)
     named = named_speakers(seeds.ids, view.speakers())
     if len(each) > 1:
-        ranked = fuse_questions(
-            [_ranked(view, a[: view.size], params, named, max(params.top_passages, FUSION_DEPTH)) for a in each],
-            params.top_passages,
-        )
+        depth = max(params.top_passages, FUSION_DEPTH)
+        rankings = [_ranked(view, *_scored(view, a[: view.size], params), params, named, depth) for a in each]
+        ranked = fuse_questions(rankings, params.top_passages)
     else:
-        ranked = rank_passages(
-            ((scores[i], view.passage_ids[i]) for i in top), params.top_passages, view.surroundings(), params, named,
-        )
+        ranked = _ranked(view, scores, top, params, named, params.top_passages)
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()
     return ActivationReply(
@@ -203,12 +195,16 @@ def answer(
 FUSION_DEPTH = 50  # how deep each question's ranking goes into `fuse_questions`
 
 
-def _ranked(
-    view: GraphView, activation: np.ndarray, params: ActivationParams, named: frozenset[str], depth: int
-) -> list[tuple[str, float]]:
-    """One question's passages, ranked as a one-question query's are."""
+def _scored(view: GraphView, activation: np.ndarray, params: ActivationParams) -> tuple[np.ndarray, list[int]]:
+    """Concept scores of an activation, and its top concepts (indices)."""
     scores = concept_scores(activation, view.specificity(), params.hub_floor)
-    top = top_concepts(scores, activation, params.top_concepts, view.ids)
+    return scores, top_concepts(scores, activation, params.top_concepts, view.ids)
+
+
+def _ranked(
+    view: GraphView, scores: np.ndarray, top: list[int], params: ActivationParams, named: frozenset[str], depth: int
+) -> list[tuple[str, float]]:
+    """The `depth` best passages of the `top` concepts, placed in their conversation."""
     return rank_passages(((scores[i], view.passage_ids[i]) for i in top), depth, view.surroundings(), params, named)
 
 

@@ -150,6 +150,12 @@ class WordNet:
     def hyponym_count(self, synset: int) -> int:
         return len(self.rel[synset].get("hypo", ()))
 
+    @lru_cache(maxsize=4096)  # noqa: B019 - one WordNet per process, kept for its life
+    def size_below(self, synset: int, depth: int) -> int:
+        """How many lemmas lie under `synset` within `depth` steps (cached: a
+        wide category such as person takes ~10 ms to walk)."""
+        return len(self.below([synset], depth))
+
     def below(self, synsets: list[int], depth: int) -> dict[str, int]:
         """Lemmas under `synsets` by hyponym pointers, up to `depth` steps: lemma -> steps (nearest)."""
         steps = {s: 0 for s in synsets}

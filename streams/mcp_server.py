@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Annotated, Any, AsyncIterator, Callable, Iterable, Literal, TypeVar
+from typing import Annotated, Any, AsyncIterator, Callable, Iterable, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -33,6 +33,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 
 from emgas.processors.errors import CoreError
+from emgas.processors.events import EmptyReason
 from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
@@ -146,7 +147,7 @@ class Recalled(BaseModel):
     graph: str
     passages: list[Passage] = Field(description="best first; empty if no concept of the query is in the memory")
     concepts: list[ConceptActivation] = Field(description="the concepts whose activation found the passages, strongest first")
-    empty: Literal["no_seeds", "no_passages"] | None = Field(
+    empty: EmptyReason | None = Field(
         default=None, description="why `passages` is empty: no_seeds = no word of the query is in the memory "
         "(rephrase with other words, see `unmatched`); no_passages = what it found leads to no passage held")
     unmatched: list[str] = Field(default_factory=list, description="query words the memory holds no concept for")

@@ -30,7 +30,9 @@ from typing import Any, Awaitable, Iterable, TypeVar
 
 from pydantic import ValidationError
 
-from emgas.processors.events import ActivationReply, ErrorReply, HeldPassage, PassagesReply, Reply, StatsReply, Turn
+from emgas.processors.events import (
+    ActivationReply, EmptyReason, ErrorReply, HeldPassage, PassagesReply, Reply, StatsReply, Turn,
+)
 from emgas.replay.explain import Step
 from emgas.streams.client import MemoryClient, forget_request
 from emgas.streams.errors import QueryTimeout, StreamsError
@@ -69,11 +71,11 @@ class SearchResult:
     concepts: list[tuple[str, float]]
     # Why `hits` is empty ("no_seeds": no query word is in the memory;
     # "no_passages": what it found leads to no passage held), else None.
-    empty: str | None = None
+    empty: EmptyReason | None = None
     unmatched: list[str] = field(default_factory=list)  # query words not in the memory
 
 
-def empty_note(empty: str | None, unmatched: Iterable[str]) -> str | None:
+def empty_note(empty: EmptyReason | None, unmatched: Iterable[str]) -> str | None:
     """Why a search found no passage, in one sentence an agent can act on (None: it found some)."""
     if empty == "no_seeds":
         words = ", ".join(unmatched) or "(none)"

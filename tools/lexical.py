@@ -9,8 +9,9 @@ stopwords (`processors.extract.content_words`): on LoCoMo that is the
 strongest of the variants tried (raw tokens, lemmas, stopwords removed,
 both), so the floor is not a straw man. A Chinese text has no spaces: its
 terms are jieba's search-mode words ("words", `processors.chinese.words`)
-or, the second baseline, its characters and character bigrams ("chars",
-no segmenter at all), each with its ASCII words as lemmas. Pure: an index
+(ASCII words among them lower-cased) or, the second baseline, its
+characters and character bigrams ("chars", no segmenter at all; ASCII
+words as lemmas). Pure: an index
 built from (id, text) pairs.
 """
 

@@ -27,7 +27,7 @@ from emgas.processors.events.graph import (
 from emgas.processors.events.inputs import Turn
 from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotLocation, SnapshotStarted
 from emgas.processors.events.queries import (
-    ActivationQuery, ActivationReply, DigestQuery, DigestReply, ErrorReply, GraphDigest, GraphStats, HeldPassage,
+    ActivationQuery, ActivationReply, DigestQuery, DigestReply, EmptyReason, ErrorReply, GraphDigest, GraphStats, HeldPassage,
     PassageQuery, PassagesReply, QueryParams, RankedConcept, RankedPassage, Reply, SectionDigest, StatsQuery,
     StatsReply, Timings, TopConcept,
 )
@@ -37,7 +37,7 @@ __all__ = [
     "Identifier", "MetadataValue", "Text", "TopicName", "DeadLetter", "LOG_EVENTS", "Boost", "Concept", "Consolidate",
     "Decay", "Forget", "GraphEvent", "GraphVersionSwitched", "PrunedConcept", "PrunedEdge", "Retrieved", "TopicNode",
     "TurnIngested", "Turn", "Checkpoint", "LogStarted", "Snapshot", "SnapshotLocation", "SnapshotStarted",
-    "ActivationQuery", "ActivationReply", "DigestQuery", "DigestReply", "ErrorReply", "GraphDigest", "GraphStats",
+    "ActivationQuery", "ActivationReply", "DigestQuery", "DigestReply", "EmptyReason", "ErrorReply", "GraphDigest", "GraphStats",
     "HeldPassage", "PassageQuery", "PassagesReply", "QueryParams", "RankedConcept", "RankedPassage", "Reply",
     "SectionDigest", "StatsQuery", "StatsReply", "Timings", "TopConcept",
 ]

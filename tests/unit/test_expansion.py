@@ -140,6 +140,9 @@ class TinyLexicon:
     def hyponym_count(self, synset):
         return len(self.hypo.get(synset, []))
 
+    def size_below(self, synset, depth):
+        return len(self.below([synset], depth))
+
     def below(self, synsets, depth):
         out, frontier = {}, [(s, 0) for s in synsets]
         while frontier:
