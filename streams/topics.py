@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -151,16 +152,8 @@ async def _check_retention(admin: AIOKafkaAdminClient, topic: str) -> None:
     """Warn (never fail) if an existing `topic` drops records by retention:
     it may predate emgas creating it with infinite retention, or a broker
     default may have applied. Silent where the broker cannot describe configs."""
-    try:
-        responses = await admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(_RETENTION_KEYS))]
-        )
-    except _UNSUPPORTED:
-        return
-    except KafkaError as exc:
-        log.info("could not read the configs of %s to check its retention: %r", topic, exc)
-        return
-    for key, value in finite_retention(_configs_of(responses, topic)).items():
+    configs = await _retention_configs(admin, topic)
+    for key, value in finite_retention(configs).items():
         log.warning(
             "topic %s has %s=%s: Kafka drops %s, so a rebuild or replay that needs dropped "
             "events can only start from a snapshot/checkpoint written after them (not from "
@@ -169,15 +162,41 @@ async def _check_retention(admin: AIOKafkaAdminClient, topic: str) -> None:
         )
 
 
-def _configs_of(responses: list, topic: str) -> dict[str, str | None]:
-    """`{name: value}` for `topic` out of DescribeConfigs responses; empty if
-    the broker answered an error for it (logged: the check is skipped)."""
+async def _retention_configs(admin: AIOKafkaAdminClient, topic: str) -> dict[str, str | None]:
+    """The retention configs of `topic`, empty where they cannot be read.
+
+    A topic created a moment ago may not be known yet to the broker that
+    answers (its metadata follows the controller's): a retriable error such
+    as UnknownTopicOrPartition is asked again, for at most about 3 s.
+    """
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(_RETENTION_KEYS))
+    for pause in _RETRY_PAUSES_S:
+        try:
+            responses = await admin.describe_configs([resource])
+        except _UNSUPPORTED:
+            return {}
+        except KafkaError as exc:
+            log.info("could not read the configs of %s to check its retention: %r", topic, exc)
+            return {}
+        code, message, entries = _resource_of(responses, topic)
+        if not code:
+            return {entry[0]: entry[1] for entry in entries}
+        if not for_code(code).retriable or pause is None:
+            log.info("could not read the configs of %s: %s %s", topic, for_code(code).__name__, message or "")
+            return {}
+        await asyncio.sleep(pause)
+    return {}
+
+
+# Pauses between tries of a retriable DescribeConfigs answer (None: last try).
+_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, None)
+
+
+def _resource_of(responses: list, topic: str) -> tuple[int, str | None, list]:
+    """`(error code, message, config entries)` for `topic` out of
+    DescribeConfigs responses; no entries if it is not among them."""
     for response in responses:
         for code, message, _type, name, entries, *_ in response.resources:
-            if name != topic:
-                continue
-            if code:
-                log.info("could not read the configs of %s: %s %s", topic, for_code(code).__name__, message or "")
-                return {}
-            return {entry[0]: entry[1] for entry in entries}
-    return {}
+            if name == topic:
+                return code, message, entries
+    return 0, None, []

@@ -121,9 +121,12 @@ class FakeAdmin:
     """What ensure_topics asks of aiokafka's admin client, answered like a
     real Kafka (or like the mock cluster, with `mock=True`)."""
 
-    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None):
+    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None, unknown_for=0, error=3):
         self.existing, self.retention_ms, self.mock, self.refuse = list(existing), retention_ms, mock, refuse
         self.created = []
+        # The first `unknown_for` DescribeConfigs answer `error` (3: unknown
+        # topic, as a broker whose metadata has not caught up yet answers).
+        self.unknown_for, self.error, self.described = unknown_for, error, 0
 
     def __call__(self, **_):
         return self
@@ -148,6 +151,9 @@ class FakeAdmin:
     async def describe_configs(self, resources):
         if self.mock:
             raise IncompatibleBrokerVersion("DescribeConfigsRequest cannot be used")
+        self.described += 1
+        if self.described <= self.unknown_for:
+            return [SimpleNamespace(resources=[(self.error, "not yet", 2, r.name, []) for r in resources])]
         entries = [("retention.ms", self.retention_ms, False, 5, False), ("retention.bytes", "-1", False, 5, False)]
         return [SimpleNamespace(resources=[(0, None, 2, r.name, entries) for r in resources])]
 
@@ -177,6 +183,22 @@ async def test_existing_graph_events_with_finite_retention_is_a_warning(monkeypa
     if warned:
         assert "emgas.graph-events" in warnings[0] and "retention.ms=604800000" in warnings[0]
         assert "snapshot" in warnings[0]
+
+
+@pytest.mark.parametrize("unknown_for, error, warned, asked", [
+    (2, 3, True, 3),    # a topic just created elsewhere: asked again until the broker knows it
+    (99, 3, False, 7),  # never known: given up after a bounded number of tries, no warning
+    (1, 29, False, 1),  # not authorised: not retriable, asked once
+])
+async def test_a_retriable_describe_error_is_asked_again(monkeypatch, caplog, unknown_for, error, warned, asked):
+    names = [t.name for t in SETTINGS.topics()]
+    admin = FakeAdmin(names, "604800000", unknown_for=unknown_for, error=error)
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", admin)
+    monkeypatch.setattr(kafka_topics, "_RETRY_PAUSES_S", (0, 0, 0, 0, 0, 0, None))
+    with caplog.at_level(logging.INFO, logger="emgas.streams.topics"):
+        await kafka_topics.ensure_topics(SETTINGS)
+    assert any(r.levelno == logging.WARNING for r in caplog.records) == warned
+    assert admin.described == asked
 
 
 async def test_the_embedded_broker_without_admin_apis_is_fine_when_topics_exist(monkeypatch, caplog):
