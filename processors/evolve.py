@@ -1,8 +1,10 @@
-"""Applying a graph event: one pure `evolve(event, slice, params) -> Delta` per type.
+"""Applying a graph event: one pure `evolve(event, slice, params) -> Writes` per type.
 
-The caller (`state.projector`) checks idempotency (offset, duplicate turn,
-tick, retrieval, forget), loads the `Slice` of the graph version the event
-needs, calls `evolve`, and commits the `Delta` it returns. Every decision
+The caller (`state.projector`, through the rule it registers for the
+type in `state.rules`) checks idempotency (offset, duplicate turn, tick,
+retrieval, forget), loads the `Slice` of the graph version the event
+needs, calls `evolve`, and applies the writes it returns
+(`processors.writes`) to the store and the in-memory graph. Every decision
 about what changes is made here, from the event and the slice alone: no
 store, no clock, no environment. So the same log gives the same graph,
 whoever folds it and however the writes are batched.
@@ -14,21 +16,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import singledispatch
-from itertools import combinations
 from typing import Mapping
 
-from emgas.processors.events import (
-    Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TopicNode, TurnIngested,
-)
+from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
 from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
 from emgas.processors.pruning import (
     Edge, PairState, expired_concepts, expired_edges, isolated_by, outlived_its_edges, pair_state,
 )
-
-# A graph version's records after a forget re-folded it (None: no turn left).
-Records = list[tuple[bytes, bytes]]
+from emgas.processors.writes import (
+    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Records,
+    Register, RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, Writes,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class Slice:
     """The part of one graph version an event needs, as stored before it.
 
     Only what the event names is loaded: `concepts` and `pairs` hold the
-    records found (absent: none stored); `neighbours`, `sources` (concept ->
+    records found (absent: none stored; a turn needs no pairs: its
+    `CoOccur` write counts them where they are kept); `neighbours`, `sources` (concept ->
     turn ids of its passages), `passages` and `links` (the (concept, turn)
     links that exist) cover the concepts a tick lists; `present`: the
     concepts of the graph among those a consolidation names, `topic_ids`
@@ -63,56 +64,9 @@ class Slice:
     refolds: Mapping[GraphRef, Records | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Forgetting:
-    """What a forget request changes across a graph's versions."""
-
-    graph_id: str
-    request_id: str
-    tombstones: tuple[str, ...]  # turn ids never to be applied again
-    refolded: Mapping[GraphRef, Records]  # versions whose records are replaced
-    erased: tuple[GraphRef, ...]  # versions that go, records and registration
-    clear_active: bool  # the graph loses every version, so its active version goes too
-
-
-@dataclass(frozen=True)
-class Delta:
-    """What applying one event writes to and removes from its graph version.
-
-    Writes: `meta`, `concepts` (whole records), `pairs` (new count and last
-    co-occurrence; `created`: those that did not exist), `passage` with its
-    `links` (concept -> passage), `topics` (replacing `removed_topics`,
-    all the version had),
-    `retrieval` (a request applied), `active_version` (the graph's switch).
-    Removals: concepts, pairs, links and passages (a removed passage's turn
-    stays known). `kept_edges`: edges a tick listed that are not yet due
-    (the emitter's due times move later). `registers`: the version becomes
-    known (its first turn).
-    """
-
-    ref: GraphRef
-    meta: GraphMeta | None = None
-    concepts: tuple[ConceptState, ...] = ()
-    pairs: tuple[tuple[Edge, PairState], ...] = ()
-    created: frozenset[Edge] = frozenset()
-    passage: Passage | None = None
-    links: tuple[tuple[str, str], ...] = ()
-    registers: bool = False
-    removed_concepts: tuple[str, ...] = ()
-    removed_pairs: tuple[Edge, ...] = ()
-    removed_links: tuple[tuple[str, str], ...] = ()
-    removed_passages: tuple[str, ...] = ()
-    kept_edges: tuple[tuple[Edge, PairState], ...] = ()
-    topics: tuple[TopicNode, ...] | None = None
-    removed_topics: tuple[str, ...] = ()
-    retrieval: str | None = None
-    active_version: int | None = None
-    forgetting: Forgetting | None = None
-
-
 @singledispatch
-def evolve(event: object, slice_: Slice, params: GraphParams) -> Delta:
-    """The change `event` makes to the graph version in `slice_`."""
+def evolve(event: object, slice_: Slice, params: GraphParams) -> Writes:
+    """The writes `event` makes to the graph version in `slice_`, in order."""
     raise NotImplementedError(f"no evolve registered for {type(event).__name__}")
 
 
@@ -125,57 +79,48 @@ def pair_after(old: PairState | None, at) -> PairState:  # noqa: ANN001 - a date
 
 
 @evolve.register
-def _turn(event: TurnIngested, s: Slice, params: GraphParams) -> Delta:
+def evolve_turn(event: TurnIngested, s: Slice, params: GraphParams) -> Writes:
     """A turn not yet applied: each concept mentioned (`concept_after_mention`),
-    +1 on every pair of its distinct concepts, N + 1, clock = max, first_seen
-    = min, and its passage at place `seq` = N (0-based, log order)."""
+    +1 on every pair of its distinct concepts (`CoOccur`, see `pair_after`),
+    N + 1, clock = max, first_seen = min, and its passage at place `seq` = N
+    (0-based, log order)."""
     at, meta = event.timestamp, s.meta
-    concepts = tuple(
-        concept_after_mention(s.concepts.get(c.id), c.id, c.text, c.importance, at, params, meta)
+    held = s.concepts.get
+    concepts = [
+        PutConcept(concept_after_mention(held(c.id), c.id, c.text, c.importance, at, params, meta))
         for c in event.concepts
-    )
-    ids = sorted(c.id for c in event.concepts)
+    ]
+    ids = tuple(sorted(c.id for c in event.concepts))
     passage = Passage(
         turn_id=event.turn_id, speaker=event.speaker, text=event.text, timestamp=at,
-        session_id=event.session_id, metadata=event.metadata, concept_ids=tuple(ids), seq=meta.turns,
+        session_id=event.session_id, metadata=event.metadata, concept_ids=ids, seq=meta.turns,
     )
-    edges = list(combinations(ids, 2))
-    held = s.pairs.get
-    pairs = tuple((edge, pair_after(held(edge), at)) for edge in edges)
     clock = at if meta.clock is None else max(meta.clock, at)
     first_seen = at if meta.first_seen is None else min(meta.first_seen, at)
-    return Delta(
-        ref=s.ref,
-        meta=meta.model_copy(update={"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen}),
-        concepts=concepts,
-        pairs=pairs,
-        created=frozenset(edge for edge in edges if edge not in s.pairs),
-        passage=passage,
-        links=tuple((c.id, event.turn_id) for c in concepts),
-        registers=True,
-    )
+    meta = meta.model_copy(update={"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen})
+    return (Register(), PutMeta(meta), *concepts, AddPassage(passage), CoOccur(ids, at))
 
 
 @evolve.register
-def _switch(event: GraphVersionSwitched, s: Slice, params: GraphParams) -> Delta:
+def evolve_switch(event: GraphVersionSwitched, s: Slice, params: GraphParams) -> Writes:
     """From here on the graph is served from and ingests into `event.version`."""
-    return Delta(ref=s.ref, active_version=event.version)
+    return (SwitchVersion(event.version),)
 
 
 @evolve.register
-def _retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Delta:
+def evolve_retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Writes:
     """Each boosted concept still in the graph: `concept_after_retrieval`
     (A + on_grid(amount), retrievals + 1); the request is marked applied."""
     boosted = tuple(
-        concept_after_retrieval(s.concepts[b.id], b.amount, event.timestamp, s.meta, params)
+        PutConcept(concept_after_retrieval(s.concepts[b.id], b.amount, event.timestamp, s.meta, params))
         for b in event.boosts
         if b.id in s.concepts
     )
-    return Delta(ref=s.ref, concepts=boosted, retrieval=event.request_id)
+    return (*boosted, MarkRetrieval(event.request_id))
 
 
 @evolve.register
-def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
+def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     """A tick at t: of what the event lists, what still qualifies at t
     (`processors.pruning`: a concept reinforced since the decision is
     kept, and so is an isolated one whose lost edges would all have gone
@@ -208,14 +153,13 @@ def _decay(event: Decay, s: Slice, params: GraphParams) -> Delta:
         if turn_id in s.passages
         and not any((c, turn_id) in s.links for c in s.passages[turn_id].concept_ids if c not in gone)
     )
-    return Delta(
-        ref=s.ref,
-        meta=s.meta.model_copy(update={"decayed_to": at, "decay": decay}),
-        removed_concepts=tuple(concepts),
-        removed_pairs=tuple(sorted(all_edges)),
-        removed_links=tuple(links),
-        removed_passages=orphaned,
-        kept_edges=kept,
+    return (
+        PutMeta(s.meta.model_copy(update={"decayed_to": at, "decay": decay})),
+        *(KeepEdge(edge, pair) for edge, pair in kept),
+        *(RemovePair(edge) for edge in sorted(all_edges)),
+        *(RemoveConcept(cid) for cid in concepts),
+        *(RemoveLink(cid, turn_id) for cid, turn_id in links),
+        *(PrunePassage(turn_id) for turn_id in orphaned),
     )
 
 
@@ -225,7 +169,7 @@ def _lost(edges: Mapping[str, PairState], pruned: Mapping[str, ConceptState]) ->
 
 
 @evolve.register
-def _consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Delta:
+def evolve_consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Writes:
     """The event's topics replace the version's, each keeping only members
     still in the graph, and only if two or more are left."""
     topics = []
@@ -234,11 +178,11 @@ def _consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Delta:
         if len(members) >= 2:
             topics.append(topic.model_copy(update={"members": members}))
     meta = s.meta.model_copy(update={"consolidated_to": event.timestamp})
-    return Delta(ref=s.ref, meta=meta, topics=tuple(topics), removed_topics=s.topic_ids)
+    return (PutMeta(meta), SetTopics(tuple(topics), s.topic_ids))
 
 
 @evolve.register
-def _forget(event: Forget, s: Slice, params: GraphParams) -> Delta:
+def evolve_forget(event: Forget, s: Slice, params: GraphParams) -> Writes:
     """Turns: tombstoned; each version holding one is replaced by its re-fold
     without them, or erased if none of its turns is left. The whole graph:
     every version erased, every turn id it held tombstoned."""
@@ -258,4 +202,4 @@ def _forget(event: Forget, s: Slice, params: GraphParams) -> Delta:
         erased=tuple(erased),
         clear_active=bool(erased) and all(ref in erased for ref in s.versions),
     )
-    return Delta(ref=s.ref, forgetting=forgetting)
+    return (forgetting,)

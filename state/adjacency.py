@@ -12,12 +12,14 @@ merged into their rows at the next read, all at once (one sort of every
 queued pair with the touched rows' entries), so a fold that reads rows
 rarely (a decay tick, a query) pays the numpy call overhead once per
 touched row per read, not once per concept per turn. Rows are replaced,
-never resized in place, so a row handed to a reader stays valid.
+never resized in place, so a row handed to a reader stays valid. A merge
+tells `on_new_edges` which edges it created and the event time of the
+first clique that held each (the graph files their due times).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -37,6 +39,9 @@ class Adjacency:
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._edges = 0
         self._queued: list[np.ndarray] = []  # cliques (sorted, distinct nodes) not merged yet
+        self._queued_at: list[float] = []  # each queued clique's event time (s since 1970)
+        # Told, at a merge, the edges it created: (ends a < b, the time of the first clique holding each).
+        self.on_new_edges: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
         self._precounted = 0  # new edges of queued cliques already in _edges (the caller knew them)
         self._uncounted = False  # a queued clique whose new edges only a merge can count
 
@@ -45,6 +50,16 @@ class Adjacency:
         if self._uncounted:
             self._merge_queued()
         return self._edges
+
+    @property
+    def edges_at_least(self) -> int:
+        """A lower bound of `edges` that merges nothing (queued turns only add edges)."""
+        return self._edges
+
+    @property
+    def earliest_queued_s(self) -> float:
+        """The earliest event time of a clique not merged yet (inf: none)."""
+        return min(self._queued_at, default=float("inf"))
 
     def add_node(self) -> int:
         self._n += 1
@@ -83,15 +98,18 @@ class Adjacency:
         pos = int(np.searchsorted(idx, j))
         return int(cnt[pos]) if pos < len(idx) and idx[pos] == j else 0
 
-    def add_clique(self, nodes: Iterable[int], increment: int = 1, new_edges: int | None = None) -> None:
+    def add_clique(
+        self, nodes: Iterable[int], increment: int = 1, new_edges: int | None = None, at_s: float = 0.0
+    ) -> None:
         """+increment on the count of every pair of distinct `nodes` (a turn's
-        concepts). `new_edges`: how many of those pairs are not edges yet, when
-        the caller knows (the fold does): the edge count then needs no merge."""
+        concepts, at event time `at_s`). `new_edges`: how many of those pairs
+        are not edges yet, when the caller knows: the edge count then needs no merge."""
         members = np.unique(np.fromiter(nodes, dtype=np.int32))
         if len(members) < 2:
             return
         if increment == 1:
             self._queued.append(members)
+            self._queued_at.append(at_s)
             if new_edges is None:
                 self._uncounted = True
             else:
@@ -101,7 +119,7 @@ class Adjacency:
         added = 0
         for i in members.tolist():
             others = members[members != i]
-            added += self._merge(i, others, np.full(len(others), increment, dtype=np.int32))
+            added += int(np.count_nonzero(self._merge(i, others, np.full(len(others), increment, dtype=np.int32))))
         self._edges += added // 2
 
     def _merge_queued(self) -> None:
@@ -110,21 +128,34 @@ class Adjacency:
         if not self._queued:
             return
         cliques, self._queued = self._queued, []
+        times, self._queued_at = self._queued_at, []
         src = np.concatenate([np.repeat(m, len(m)) for m in cliques]).astype(np.int64)
         dst = np.concatenate([np.tile(m, len(m)) for m in cliques]).astype(np.int64)
+        at = np.concatenate([np.full(len(m) * len(m), t) for m, t in zip(cliques, times)])
         distinct = src != dst
         n = max(self._n, 1)
-        pairs, counts = np.unique(src[distinct] * n + dst[distinct], return_counts=True)
+        pairs, first, counts = np.unique(src[distinct] * n + dst[distinct], return_inverse=True, return_counts=True)
+        earliest = np.full(len(pairs), np.inf)
+        np.minimum.at(earliest, first, at[distinct])
         row_of = pairs // n
         neighbour = (pairs % n).astype(np.int32)
         counts = counts.astype(np.int32)
         touched = np.unique(row_of)
         bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
-        added = 0
+        new_a, new_b, new_at = [], [], []
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
-            added += self._merge(i, neighbour[lo:hi], counts[lo:hi])
-        self._edges += added // 2 - self._precounted  # each new edge is new at both ends
+            created = self._merge(i, neighbour[lo:hi], counts[lo:hi])
+            others, since = neighbour[lo:hi][created], earliest[lo:hi][created]
+            upper = others > i  # each new edge is new at both ends: report it from its lower end
+            if upper.any():
+                new_a.append(np.full(int(upper.sum()), i, dtype=np.int32))
+                new_b.append(others[upper])
+                new_at.append(since[upper])
+        added = sum(len(a) for a in new_a)
+        self._edges += added - self._precounted
+        if new_a and self.on_new_edges is not None:
+            self.on_new_edges(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
         self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
@@ -150,19 +181,19 @@ class Adjacency:
         self._indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
         self._base_n = self._n
         self._rows = {}
-        self._queued = []
+        self._queued, self._queued_at = [], []
         self._precounted, self._uncounted = 0, False
         self._edges = len(a)
 
     def add(self, a: int, b: int, count: int) -> None:
         """+count on the pair (a, b), both directions (loading stored pairs)."""
-        added = self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))
+        added = int(np.count_nonzero(self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))))
         self._merge(b, np.array([a], dtype=np.int32), np.array([count], dtype=np.int32))
         self._edges += added  # after the merges: a row read may merge queued cliques first
 
-    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> int:
-        """+increments on row i's counts of `others` (sorted, distinct); how
-        many of them were not neighbours of i yet."""
+    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> np.ndarray:
+        """+increments on row i's counts of `others` (sorted, distinct); which
+        of them were not neighbours of i yet (a mask over `others`)."""
         idx, cnt = self.row(i)
         pos = np.searchsorted(idx, others)
         found = pos < len(idx)
@@ -171,13 +202,13 @@ class Adjacency:
             cnt = cnt.copy()
             cnt[pos] += increments
             self._set(i, idx, cnt)
-            return 0
+            return ~found
         new = ~found
         merged_idx = np.insert(idx, pos[new], others[new])
         merged_cnt = np.insert(cnt, pos[new], 0)
         merged_cnt[np.searchsorted(merged_idx, others)] += increments
         self._set(i, merged_idx, merged_cnt)
-        return int(np.count_nonzero(new))
+        return new
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""

@@ -23,13 +23,16 @@ from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.state import keys
 from emgas.state.repository import GraphRepository
+from emgas.state.rows import upper_pairs
 
 # (section name, key kind, value renderer); the order is part of the format.
+# Pairs are kept in rows (`state.rows`) and rendered one line per pair,
+# as when each pair was its own record.
 Render = Callable[[bytes], Any]
-SECTIONS: tuple[tuple[str, bytes, Render], ...] = (
+SECTIONS: tuple[tuple[str, bytes, Render | None], ...] = (
     ("concepts", b"c", lambda raw: ConceptState.model_validate_json(raw).model_dump(mode="json")),
     ("sources", b"s", lambda raw: None),
-    ("pairs", b"p", lambda raw: list(keys.decode_pair(raw))),
+    ("pairs", b"r", None),
     ("passages", b"t", lambda raw: Passage.model_validate_json(raw).model_dump(mode="json")),
     ("topics", b"k", lambda raw: TopicNode.model_validate_json(raw).model_dump(mode="json")),
 )
@@ -39,9 +42,15 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render) -> Iterator[str]:
-    """One canonical line per record: `[key fields, value]` as canonical JSON."""
+def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render | None) -> Iterator[str]:
+    """One canonical line per record: `[key fields, value]` as canonical JSON
+    (for pairs: `[[a, b], [count, last µs]]`, a < b, in (a, b) order)."""
     prefix = keys.section(ref, kind)
+    if render is None:
+        rows = ((key[len(prefix):].decode(), raw) for key, raw in repo.store.scan(prefix))
+        for a, b, count, last in upper_pairs(rows):
+            yield canonical_json([[a, b], [count, last]])
+        return
     for key, raw in repo.store.scan(prefix):
         yield canonical_json([keys.split_tail(key, prefix), render(raw)])
 

@@ -6,8 +6,8 @@
     g 0 GRAPH 0 VERSION 0 m            -> graph totals (JSON {"turns": int})
     g 0 GRAPH 0 VERSION 0 c 0 CONCEPT  -> ConceptState JSON
     g 0 GRAPH 0 VERSION 0 s 0 CONCEPT 0 TURN -> b"" (concept's source passage)
-    g 0 GRAPH 0 VERSION 0 p 0 A 0 B    -> pair, A < B: count and last co-occurrence
-                                          (8-byte big-endian each; time in µs since 1970)
+    g 0 GRAPH 0 VERSION 0 r 0 CONCEPT  -> the concept's row: every edge it has, with the
+                                          pair's count and last co-occurrence (`state.rows`)
     g 0 GRAPH 0 VERSION 0 t 0 TURN     -> Passage JSON
     g 0 GRAPH 0 VERSION 0 k 0 TOPIC    -> TopicNode JSON
     g 0 GRAPH 0 VERSION 0 f 0 TURN     -> b"" (a turn applied whose passage was pruned)
@@ -28,7 +28,12 @@
                                           restored snapshot (JSON {"offset": int})
     h                                  -> the last checkpoint applied (JSON {"offset", "as_of"})
 
-(0 is a NUL byte; VERSION is decimal.) Identifiers cannot hold control
+(0 is a NUL byte; VERSION is decimal.) Snapshots carry pairs in the
+layout of format 3, one record per pair, which `state.snapshots` converts:
+
+    g 0 GRAPH 0 VERSION 0 p 0 A 0 B    -> pair, A < B: count and last co-occurrence
+                                          (8-byte big-endian each; time in µs since 1970)
+ Identifiers cannot hold control
 characters (see `processors.events`), so NUL separates fields without
 ambiguity, and all keys of one graph version share one prefix.
 """
@@ -87,6 +92,10 @@ def pair_keys(ref: GraphRef, edges: Iterable[tuple[str, str]]) -> list[bytes]:
         prefix + a.encode() + SEP + b.encode() if a <= b else prefix + b.encode() + SEP + a.encode()
         for a, b in edges
     ]
+
+
+def row(ref: GraphRef, cid: str) -> bytes:
+    return section(ref, b"r") + cid.encode()
 
 
 def passage(ref: GraphRef, turn_id: str) -> bytes:

@@ -12,9 +12,12 @@ Applying an event at log offset `o`:
   already applied, an event of a graph version that does not exist: only
   the offset advances (`Outcome` says which).
 - otherwise: load the slice of the graph version the event needs, call the
-  core's `evolve` (`processors.evolve`: every decision is made there), stage
-  the delta with the event (in its graph version's journal), and mirror it
-  into the view.
+  core's `evolve` (`processors.evolve`: every decision is made there), and
+  apply the writes it returns to the store (staged with the event, in its
+  graph version's journal) and to the in-memory graph (the view).
+
+Each step is the event type's rule (`state.rules`); a type without one
+fails loudly.
 - `evolve` (or loading its slice) raising is a rejection, not a crash: the
   state is unchanged but for the offset and a record of the rejection, and
   since applying is deterministic, a replay rejects the event the same way.
@@ -33,19 +36,17 @@ then, bit for bit, the one whose log never held the turn.
 from __future__ import annotations
 
 import logging
-from enum import Enum
-from functools import singledispatchmethod
-from itertools import combinations
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Retrieved,
-    Snapshot, SnapshotStarted, TurnIngested,
+    LOG_EVENTS, Checkpoint, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
+    TurnIngested,
 )
-from emgas.processors.evolve import Delta, Records, Slice, evolve
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
+from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
 from emgas.state import keys
 from emgas.state.memory import MemoryStore
+from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
 from emgas.state.snapshots import (
     Completed, Ledger, LogIdentity, Records as ContentRecords, SnapshotMismatch, assemble, replace_content,
 )
@@ -56,27 +57,7 @@ from emgas.state.view import GraphView, load_view
 
 log = logging.getLogger(__name__)
 
-# A graph version's records after forgetting (None: no turn left, so no version).
-Refolds = dict[GraphRef, Records | None]
-
-
-class Outcome(str, Enum):
-    APPLIED = "applied"
-    DUPLICATE_TURN = "duplicate_turn"
-    DUPLICATE_TICK = "duplicate_tick"
-    DUPLICATE_RETRIEVAL = "duplicate_retrieval"
-    UNKNOWN_GRAPH = "unknown_graph"
-    ALREADY_APPLIED = "already_applied"
-    FORGOTTEN_TURN = "forgotten_turn"
-    DUPLICATE_FORGET = "duplicate_forget"
-    REJECTED = "rejected"
-    LOG_STARTED = "log_started"
-    LOG_STARTED_AGAIN = "log_started_again"
-    SNAPSHOT_STARTED = "snapshot_started"
-    SNAPSHOT_PART = "snapshot_part"
-    SNAPSHOT_COMPLETED = "snapshot_completed"
-    SNAPSHOT_IGNORED = "snapshot_ignored"
-    CHECKPOINT = "checkpoint"
+__all__ = ["Outcome", "PartitionState", "Refolds", "UnregisteredEvent"]
 
 
 class PartitionState:
@@ -145,11 +126,12 @@ class PartitionState:
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
         if self.ledger.recording(event.graph_id):
             self.ledger.record(event.graph_id, offset, raw or encode(event))
+        rule = rule_for(event)
         ref = self.ref_of(event)
         meta = self.repo.meta(ref)
-        outcome = self._skipped(event, ref, meta)
+        outcome = rule.guard(self, event, ref, meta)
         if outcome is None:
-            outcome = self._evolve(event, ref, meta, offset, refolds, raw)
+            outcome = self._evolve(rule, event, ref, meta, offset, refolds, raw)
         return outcome
 
     # -- the log's own records: identity, snapshots, checkpoints -----------------
@@ -222,12 +204,13 @@ class PartitionState:
         self._offset = offset
 
     def _evolve(
-        self, event: GraphEvent, ref: GraphRef, meta: GraphMeta, offset: int, refolds: Refolds | None, raw: bytes | None
+        self, rule: Rule, event: GraphEvent, ref: GraphRef, meta: GraphMeta, offset: int, refolds: Refolds | None,
+        raw: bytes | None,
     ) -> Outcome:
         try:
-            delta = evolve(event, self._slice(event, ref, meta, refolds), self.params)
+            writes = rule.evolve(event, rule.load(self, event, ref, meta, refolds), self.params)
         except NotImplementedError:
-            raise  # an event type with no evolve is a missing rule, not a poison event
+            raise  # a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
             self.last_rejection = f"{type(exc).__name__}: {exc}"
             # One line for whoever reads the log; the traceback for whoever debugs the rule.
@@ -235,105 +218,33 @@ class PartitionState:
             log.debug("traceback of the rejection at offset %s", offset, exc_info=True)
             self.repo.stage_rejection(offset, event.type, self.last_rejection)
             return Outcome.REJECTED
-        journaled = not isinstance(event, (Forget, GraphVersionSwitched))
-        self.repo.stage(delta, Entry(offset, raw or encode(event)) if journaled else None)
-        self._mirror(delta, compact=isinstance(event, Decay))
+        self.repo.apply(ref, writes, Entry(offset, raw or encode(event)) if rule.journaled else None)
+        self._apply_to_view(ref, writes, compact=rule.compacts)
         return Outcome.APPLIED
 
-    # -- idempotency guards -------------------------------------------------
-
-    def _skipped(self, event: GraphEvent, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
-        """Why the event changes nothing but the offset; None: it applies."""
-        if isinstance(event, TurnIngested):
-            if self.repo.has_turn(ref, event.turn_id):
-                return Outcome.DUPLICATE_TURN
-            if self.repo.is_forgotten(event.graph_id, event.turn_id):
-                return Outcome.FORGOTTEN_TURN
-            return None
-        if isinstance(event, Forget):
-            return Outcome.DUPLICATE_FORGET if self.repo.has_forget(event.graph_id, event.request_id) else None
-        if isinstance(event, GraphVersionSwitched):
-            return None
-        if ref not in self.views:
-            return Outcome.UNKNOWN_GRAPH
-        if isinstance(event, Retrieved):
-            return Outcome.DUPLICATE_RETRIEVAL if self.repo.has_retrieval(ref, event.request_id) else None
-        last = meta.decayed_to if isinstance(event, Decay) else meta.consolidated_to
-        return Outcome.DUPLICATE_TICK if last is not None and event.timestamp <= last else None
-
-    # -- loading the slice each event needs ---------------------------------
-
-    @singledispatchmethod
-    def _slice(self, event: object, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        return Slice(ref=ref, meta=meta)
-
-    @_slice.register
-    def _turn_slice(self, event: TurnIngested, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        ids = sorted(c.id for c in event.concepts)
-        edges = list(combinations(ids, 2))
-        return Slice(ref=ref, meta=meta, concepts=self.repo.concepts(ref, set(ids)), pairs=self.repo.pairs(ref, edges))
-
-    @_slice.register
-    def _retrieved_slice(self, event: Retrieved, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        return Slice(ref=ref, meta=meta, concepts=self.repo.concepts(ref, {b.id for b in event.boosts}))
-
-    @_slice.register
-    def _decay_slice(self, event: Decay, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        """The listed concepts with their neighbours, passages (from the view)
-        and those passages' links; the listed edges; the edges of the
-        concepts listed as isolated."""
-        view = self.views[ref]
-        listed = sorted({c.id for c in event.concepts})
-        neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
-        sources = {cid: tuple(view.passage_ids[view.index[cid]]) for cid in listed if cid in view.index}
-        passages = self.repo.passages(ref, sorted({t for turns in sources.values() for t in turns}))
-        candidates = [(c, t) for t, passage in passages.items() for c in passage.concept_ids]
-        isolated = [c.id for c in event.concepts if c.reason == "isolated"]
-        return Slice(
-            ref=ref, meta=meta,
-            concepts=self.repo.concepts(ref, [c.id for c in event.concepts]),
-            pairs=self.repo.pairs(ref, [(e.a, e.b) for e in event.edges]),
-            neighbours=neighbours,
-            sources=sources, passages=passages, links=self.repo.links(ref, candidates),
-            isolated_edges=self.repo.edges_of(ref, {cid: neighbours[cid] for cid in isolated}),
-        )
-
-    @_slice.register
-    def _consolidate_slice(self, event: Consolidate, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        view = self.views[ref]
-        named = {m for topic in event.topics for m in topic.members}
-        return Slice(
-            ref=ref, meta=meta, present=frozenset(m for m in named if m in view.index),
-            topic_ids=tuple(t.id for t in view.topics),
-        )
-
-    @_slice.register
-    def _forget_slice(self, event: Forget, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
-        versions = tuple(r for r in self.repo.graph_refs() if r.graph_id == event.graph_id)
-        if event.whole_graph:
-            turn_ids = {r: frozenset(self.repo.turn_ids(r)) for r in versions}
-            return Slice(ref=ref, meta=meta, versions=versions, turn_ids=turn_ids)
-        return Slice(ref=ref, meta=meta, versions=versions, refolds=self.refolds(event) if refolds is None else refolds)
-
-    # -- mirroring into the views -------------------------------------------
-
-    def _mirror(self, delta: Delta, compact: bool) -> None:
-        """Mirror the delta into its view; `compact`: then rebuild the view if
-        dead slots or stale due times outnumber live ones (after a tick)."""
-        if delta.forgetting is not None:
-            for ref in delta.forgetting.erased:
-                self.views.pop(ref, None)
-            for ref in delta.forgetting.refolded:
-                self.views[ref] = load_view(self.repo, ref, self.params.decay)
+    def _apply_to_view(self, ref: GraphRef, writes: Writes, compact: bool) -> None:
+        """Apply the writes to `ref`'s view; `compact`: then rebuild the view if
+        dead slots or stale due times outnumber live ones (after a tick).
+        A forget's versions are loaded again (or dropped); a switch changes
+        no view."""
+        if not writes:
             return
-        if delta.active_version is not None:
+        first = writes[0]
+        if isinstance(first, Forgetting):
+            for erased in first.erased:
+                self.views.pop(erased, None)
+            for refolded in first.refolded:
+                self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
             return
-        view = self.views.get(delta.ref)
+        if isinstance(first, SwitchVersion):
+            return
+        view = self.views.get(ref)
         if view is None:
-            view = self.views[delta.ref] = GraphView(delta.ref, self.params.decay)
-        view.mirror(delta)
+            view = self.views[ref] = GraphView(ref, self.params.decay)
+        for write in writes:
+            view.apply(write)
         if compact and view.needs_compaction():
-            self.views[delta.ref] = load_view(self.repo, delta.ref, self.params.decay)
+            self.views[ref] = load_view(self.repo, ref, self.params.decay)
 
     # -- forgetting ------------------------------------------------------------
 
@@ -357,7 +268,7 @@ class PartitionState:
         offsets, into a scratch state whose active version is `ref`'s. None:
         no turn is left, so the version would not exist."""
         scratch = PartitionState(MemoryStore(), self.params)
-        scratch.repo.stage(Delta(ref=ref, active_version=ref.version), None)
+        scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         for entry in self.repo.journal(ref):
             event = decode_graph_event(entry.event)
             if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):

@@ -8,17 +8,21 @@ from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import TopicNode
-from emgas.processors.evolve import Delta, Forgetting
 from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, pair_state
+from emgas.processors.writes import (
+    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
+    RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
+)
 from emgas.state import keys
+from emgas.state.rows import Row, RowChanges, changed_row, decode_row, encode_row
 from emgas.state.transaction import Transaction
 
 NO_OFFSET = -1
 FIRST_VERSION = 1
 # Version of the key layout and record formats; a store in another format
 # is rebuilt from the log (see `streams.partitions`).
-STATE_FORMAT = 3
+STATE_FORMAT = 4  # 4: pair counts in rows (`state.rows`), not one record per pair
 
 
 class Entry(NamedTuple):
@@ -49,6 +53,10 @@ class GraphRepository:
 
     def __init__(self, store: Transaction) -> None:
         self.store = store
+        self.rows = RowChanges()  # pair changes not yet in their rows
+        defer = getattr(store, "defer", None)  # a plain store (reading the format) defers nothing
+        if defer is not None:
+            defer(self)
 
     def applied_offset(self) -> int:
         """Offset of the last graph event applied here; NO_OFFSET if none."""
@@ -120,26 +128,34 @@ class GraphRepository:
         return {cid: concept for cid, concept in zip(ids, found) if concept is not None}
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
+        """The stored pairs among `edges` (each (a, b) with a < b)."""
         edges = list(edges)
-        raws = self.store.multi_get(keys.pair_keys(ref, edges))
+        rows = self.rows_of(ref, sorted({a for a, _ in edges}))
         found = {}
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
-        for edge, raw in zip(edges, raws):
-            if raw is not None:
-                count, last = keys.decode_pair(raw)
-                at = times.get(last)
+        for edge in edges:
+            entry = rows[edge[0]].get(edge[1])
+            if entry is not None:
+                at = times.get(entry[1])
                 if at is None:
-                    at = times[last] = from_us(last)
-                found[edge] = pair_state(count, at)
+                    at = times[entry[1]] = from_us(entry[1])
+                found[edge] = pair_state(entry[0], at)
         return found
+
+    def rows_of(self, ref: GraphRef, cids: list[str]) -> dict[str, Row]:
+        """The rows of `cids` (neighbour -> (count, last µs)), pending changes included."""
+        if self.rows:
+            self.settle(ref, cids)
+        raws = self.store.multi_get([keys.row(ref, cid) for cid in cids])
+        return {cid: decode_row(raw) for cid, raw in zip(cids, raws)}
 
     def edges_of(self, ref: GraphRef, neighbours: Mapping[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
         """Per concept, its stored pairs with each of `neighbours[concept]` (neighbour -> pair)."""
+        rows = self.rows_of(ref, list(neighbours))
         found: dict[str, dict[str, PairState]] = {}
         for cid, others in neighbours.items():
-            edges = {o: (cid, o) if cid < o else (o, cid) for o in others}
-            pairs = self.pairs(ref, edges.values())
-            found[cid] = {o: pairs[edge] for o, edge in edges.items() if edge in pairs}
+            row = rows[cid]
+            found[cid] = {o: pair_state(row[o][0], from_us(row[o][1])) for o in others if o in row}
         return found
 
     def sources(self, ref: GraphRef, cid: str) -> list[str]:
@@ -169,73 +185,104 @@ class GraphRepository:
     def topics(self, ref: GraphRef) -> list[TopicNode]:
         return [TopicNode.model_validate_json(raw) for _, raw in self.store.scan(keys.section(ref, b"k"))]
 
-    def stage(self, delta: Delta, entry: Entry | None) -> None:
-        """Stage one event's delta (and its journal entry) in the transaction."""
-        ref, put = delta.ref, self.store.put
+    def apply(self, ref: GraphRef, writes: Writes, entry: Entry | None) -> None:
+        """Stage one event's writes to `ref` (and its journal entry) in the transaction."""
         if entry is not None:
-            put(keys.journal_entry(ref, entry.offset), entry.event)
-        if delta.registers:
-            put(keys.registry(ref), b"")
-        if delta.meta is not None:
-            put(keys.graph_meta(ref), delta.meta)
-        if delta.passage is not None:
-            put(keys.passage(ref, delta.passage.turn_id), delta.passage)
-        for concept in delta.concepts:
-            put(keys.concept(ref, concept.id), concept)
-        for cid, turn_id in delta.links:
-            put(keys.concept_passage(ref, cid, turn_id), b"")
-        if delta.pairs:
-            times: dict[datetime, int] = {}
-            for key, (_, pair) in zip(keys.pair_keys(ref, (edge for edge, _ in delta.pairs)), delta.pairs):
-                at = times.get(pair.last)
-                if at is None:
-                    at = times[pair.last] = to_us(pair.last)
-                put(key, keys.encode_pair(pair.count, at))
-        self._stage_removals(delta)
-        if delta.topics is not None:
-            for topic_id in delta.removed_topics:
-                put(keys.topic(ref, topic_id), None)
-            for topic in delta.topics:
-                put(keys.topic(ref, topic.id), topic)
-        if delta.retrieval is not None:
-            put(keys.retrieval(ref, delta.retrieval), b"")
-        if delta.active_version is not None:
-            put(keys.active(ref.graph_id), json.dumps({"version": delta.active_version}).encode())
-        if delta.forgetting is not None:
-            self._stage_forgetting(delta.forgetting)
+            self.store.put(keys.journal_entry(ref, entry.offset), entry.event)
+        for write in writes:
+            stage = self._stages.get(type(write))
+            if stage is None:
+                raise UnknownWrite("the store", write)
+            stage(self, ref, write)
 
-    def _stage_removals(self, delta: Delta) -> None:
-        """Concepts, pairs, concept -> passage links and passages removed (a
-        removed passage's turn stays known: its `f` record)."""
-        ref, put = delta.ref, self.store.put
-        for cid in delta.removed_concepts:
-            put(keys.concept(ref, cid), None)
-        for key in keys.pair_keys(ref, delta.removed_pairs):
-            put(key, None)
-        for cid, turn_id in delta.removed_links:
-            put(keys.concept_passage(ref, cid, turn_id), None)
-        for turn_id in delta.removed_passages:
-            put(keys.passage(ref, turn_id), None)
-            put(keys.forgotten_turn(ref, turn_id), b"")
+    def _register(self, ref: GraphRef, write: Register) -> None:
+        self.store.put(keys.registry(ref), b"")
 
-    def _stage_forgetting(self, forgetting: Forgetting) -> None:
+    def _put_meta(self, ref: GraphRef, write: PutMeta) -> None:
+        self.store.put(keys.graph_meta(ref), write.meta)
+
+    def _put_concept(self, ref: GraphRef, write: PutConcept) -> None:
+        self.store.put(keys.concept(ref, write.concept.id), write.concept)
+
+    def _add_passage(self, ref: GraphRef, write: AddPassage) -> None:
+        passage, put = write.passage, self.store.put
+        put(keys.passage(ref, passage.turn_id), passage)
+        for cid in passage.concept_ids:
+            put(keys.concept_passage(ref, cid, passage.turn_id), b"")
+
+    def _co_occur(self, ref: GraphRef, write: CoOccur) -> None:
+        if len(write.ids) > 1:
+            self.rows.co_occur(ref, write.ids, to_us(write.at))
+
+    def _remove_pair(self, ref: GraphRef, write: RemovePair) -> None:
+        self.rows.remove(ref, *write.edge)
+
+    def _remove_concept(self, ref: GraphRef, write: RemoveConcept) -> None:
+        self.store.put(keys.concept(ref, write.cid), None)
+
+    def _remove_link(self, ref: GraphRef, write: RemoveLink) -> None:
+        self.store.put(keys.concept_passage(ref, write.cid, write.turn_id), None)
+
+    def _prune_passage(self, ref: GraphRef, write: PrunePassage) -> None:
+        """The passage goes; its turn stays known (its `f` record)."""
+        self.store.put(keys.passage(ref, write.turn_id), None)
+        self.store.put(keys.forgotten_turn(ref, write.turn_id), b"")
+
+    def _keep_edge(self, ref: GraphRef, write: KeepEdge) -> None:
+        pass  # a due time: the in-memory graph's alone
+
+    def _set_topics(self, ref: GraphRef, write: SetTopics) -> None:
+        for topic_id in write.removed:
+            self.store.put(keys.topic(ref, topic_id), None)
+        for topic in write.topics:
+            self.store.put(keys.topic(ref, topic.id), topic)
+
+    def _mark_retrieval(self, ref: GraphRef, write: MarkRetrieval) -> None:
+        self.store.put(keys.retrieval(ref, write.request_id), b"")
+
+    def _switch_version(self, ref: GraphRef, write: SwitchVersion) -> None:
+        self.store.put(keys.active(ref.graph_id), json.dumps({"version": write.version}).encode())
+
+    def _forgetting(self, ref: GraphRef, forgetting: Forgetting) -> None:
         """Tombstones; each refolded version's records replaced by the new ones;
         erased versions deleted (with the graph's active version when it loses them all)."""
         put, graph_id = self.store.put, forgetting.graph_id
         put(keys.forget_request(graph_id, forgetting.request_id), b"")
         for turn_id in forgetting.tombstones:
             put(keys.tombstone(graph_id, turn_id), b"")
-        for ref, records in forgetting.refolded.items():
-            for key, _ in list(self.records(ref)):
+        for refolded, records in forgetting.refolded.items():
+            for key, _ in list(self.records(refolded)):
                 put(key, None)
             for key, value in records:
                 put(key, value)
-        for ref in forgetting.erased:
-            for key, _ in list(self.records(ref)):
+        for erased in forgetting.erased:
+            for key, _ in list(self.records(erased)):
                 put(key, None)
-            put(keys.registry(ref), None)
+            put(keys.registry(erased), None)
         if forgetting.clear_active:
             put(keys.active(graph_id), None)
+
+    _stages = {
+        Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
+        CoOccur: _co_occur, RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
+        PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
+        MarkRetrieval: _mark_retrieval, SwitchVersion: _switch_version, Forgetting: _forgetting,
+    }
+
+    # -- rows: settled into the transaction before a scan, a commit or a read of pairs --
+
+    def settle(self, only: GraphRef | None = None, cids: list[str] | None = None) -> None:
+        """Write the rows changed since the last settle (of `only`'s `cids`, or all)."""
+        if not self.rows:
+            return
+        changes = self.rows.drain(only, cids)
+        row_keys = [keys.row(ref, cid) for ref, cid in changes]
+        for key, ((_, cid), changed), raw in zip(row_keys, changes.items(), self.store.multi_get(row_keys)):
+            row = changed_row(cid, decode_row(raw), changed)
+            self.store.put(key, encode_row(row) if row else None)
+
+    def drop(self) -> None:
+        self.rows.clear()
 
     def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
         """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""

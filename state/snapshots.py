@@ -35,6 +35,7 @@ from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
 from emgas.state import keys
+from emgas.state.rows import Row, encode_row, upper_pairs
 from emgas.state.store import PartitionStore
 
 # Compressed bytes per part: base64 makes 4/3 of it, far below Kafka's
@@ -49,12 +50,71 @@ Records = list[tuple[bytes, bytes]]
 
 
 def graph_content(store: PartitionStore, graph_id: str) -> Records:
-    """Every record of `graph_id`'s content, the active version first."""
+    """Every record of `graph_id`'s content, the active version first, in
+    the snapshot layout: pair rows as one record per pair (`as_pairs`)."""
     active = store.get(keys.active(graph_id))
     records: Records = [] if active is None else [(keys.active(graph_id), active)]
     for prefix in keys.graph_content_prefixes(graph_id):
-        records.extend(store.scan(prefix))
+        records.extend(as_pairs(store.scan(prefix)))
     return records
+
+
+def as_pairs(records: Iterable[tuple[bytes, bytes]]) -> Records:
+    """Records (in key order) with each graph version's rows given as its
+    pairs, one record per pair (a < b), in key order: what snapshots carry,
+    whatever layout the store keeps them in."""
+    out: Records = []
+    rows: dict[bytes, list[tuple[str, bytes]]] = {}  # version prefix -> its rows
+    for key, value in records:
+        split = _row_of(key)
+        if split is None:
+            out.append((key, value))
+        else:
+            rows.setdefault(split[0], []).append((split[1], value))
+    for prefix, version_rows in rows.items():
+        pair_prefix = prefix + b"p" + keys.SEP
+        out.extend(
+            (pair_prefix + a.encode() + keys.SEP + b.encode(), keys.encode_pair(count, last))
+            for a, b, count, last in upper_pairs(version_rows)
+        )
+    if rows:
+        out.sort(key=lambda record: record[0])
+    return out
+
+
+def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
+    """The inverse of `as_pairs`: pair records become their ends' rows."""
+    out: Records = []
+    rows: dict[bytes, dict[str, Row]] = {}  # version prefix -> concept -> row
+    for key, value in records:
+        split = _pair_of(key)
+        if split is None:
+            out.append((key, value))
+            continue
+        prefix, a, b = split
+        count, last = keys.decode_pair(value)
+        version_rows = rows.setdefault(prefix, {})
+        version_rows.setdefault(a, {})[b] = (count, last)
+        version_rows.setdefault(b, {})[a] = (count, last)
+    for prefix, version_rows in rows.items():
+        out.extend((prefix + b"r" + keys.SEP + cid.encode(), encode_row(row)) for cid, row in version_rows.items())
+    return out
+
+
+def _row_of(key: bytes) -> tuple[bytes, str] | None:
+    """(version prefix, concept) of a row key; None for any other key."""
+    fields = key.split(keys.SEP)
+    if len(fields) == 5 and fields[0] == b"g" and fields[3] == b"r":
+        return keys.SEP.join(fields[:3]) + keys.SEP, fields[4].decode()
+    return None
+
+
+def _pair_of(key: bytes) -> tuple[bytes, str, str] | None:
+    """(version prefix, a, b) of a per-pair key; None for any other key."""
+    fields = key.split(keys.SEP)
+    if len(fields) == 6 and fields[0] == b"g" and fields[3] == b"p":
+        return keys.SEP.join(fields[:3]) + keys.SEP, fields[4].decode(), fields[5].decode()
+    return None
 
 
 class SnapshotMismatch(Exception):
@@ -120,12 +180,12 @@ def assemble(parts: Iterable[Snapshot]) -> Records:
 
 
 def replace_content(store: PartitionStore, graph_id: str, records: Records) -> None:
-    """Delete `graph_id`'s content and write `records` in its place."""
+    """Delete `graph_id`'s content and write `records` (snapshot layout) in its place."""
     store.put(keys.active(graph_id), None)
     for prefix in keys.graph_content_prefixes(graph_id):
         for key, _ in list(store.scan(prefix)):
             store.put(key, None)
-    for key, value in records:
+    for key, value in as_rows(records):
         store.put(key, value)
 
 

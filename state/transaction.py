@@ -10,12 +10,16 @@ read again and applied once (the projector's offset guard).
 Pending values are bytes, None (a delete), or a pydantic model kept
 decoded, so an event that reads a record an earlier one of the same
 transaction wrote does not parse it again; models are encoded at commit.
+
+Writes may also be deferred: a `Deferred` (the repository's pair rows)
+keeps changes in its own form and is settled into the pending writes
+before any scan or commit, and dropped with them on rollback.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Iterator, Sequence, TypeVar
+from typing import Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -38,6 +42,16 @@ def _raw(value: Pending) -> bytes | None:
     return value.model_dump_json().encode()
 
 
+class Deferred(Protocol):
+    """Writes kept aside until the transaction needs them."""
+
+    def settle(self) -> None:
+        """Stage every change kept aside as pending writes."""
+
+    def drop(self) -> None:
+        """Forget every change kept aside (a rollback)."""
+
+
 class Transaction(PartitionStore):
     """A `PartitionStore` whose writes wait in memory until `commit`."""
 
@@ -45,6 +59,15 @@ class Transaction(PartitionStore):
         self.store = store
         self._pending: dict[bytes, Pending] = {}
         self._sorted: list[bytes] | None = []  # pending keys in order; None: to sort again
+        self._deferred: list[Deferred] = []
+
+    def defer(self, deferred: Deferred) -> None:
+        """Settle `deferred` before every scan and commit, drop it on rollback."""
+        self._deferred.append(deferred)
+
+    def settle(self) -> None:
+        for deferred in self._deferred:
+            deferred.settle()
 
     def __len__(self) -> int:
         """Pending keys."""
@@ -75,6 +98,10 @@ class Transaction(PartitionStore):
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
+        self.settle()
+        return self._merged(prefix)
+
+    def _merged(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         mine = self._pending_with(prefix)
         theirs = self.store.scan(prefix)
         i = 0
@@ -118,6 +145,7 @@ class Transaction(PartitionStore):
 
     def commit(self, extra: Batch | None = None) -> None:
         """Write every pending change and `extra` in one atomic batch of the store."""
+        self.settle()
         batch = {key: _raw(value) for key, value in self._pending.items()}
         if extra:
             batch.update(extra)
@@ -129,6 +157,8 @@ class Transaction(PartitionStore):
         """Drop every pending change (the store stays at its last commit)."""
         self._pending = {}
         self._sorted = []
+        for deferred in self._deferred:
+            deferred.drop()
 
     def close(self) -> None:
         self.rollback()

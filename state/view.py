@@ -28,13 +28,17 @@ from emgas.processors.association import WeightKind, outgoing_weights, specifici
 from emgas.processors.activation import Neighbours, Surroundings
 from emgas.processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
 from emgas.processors.events import TopicNode
-from emgas.processors.evolve import Delta
+from emgas.processors.writes import (
+    AddPassage, CoOccur, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register, RemoveConcept,
+    RemoveLink, RemovePair, SetTopics, UnknownWrite, Write,
+)
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState
 from emgas.state import keys
 from emgas.state.adjacency import Adjacency
 from emgas.state.repository import GraphRepository, from_us
+from emgas.state.rows import upper_pairs
 
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
@@ -66,6 +70,7 @@ class GraphView:
         self.texts: list[str] = []
         self._counts = np.zeros(64, dtype=np.float64)
         self._adjacency = Adjacency()
+        self._adjacency.on_new_edges = self._file_new_edges
         self.passage_ids: list[list[str]] = []
         # Where each passage sits: (session, seq) <-> turn id, for context.
         self.place_of: dict[str, tuple[str | None, int]] = {}
@@ -95,10 +100,12 @@ class GraphView:
         """Whether dead slots or stale due-time entries outnumber live ones
         (then `load_view` gives an equal, compact view)."""
         slack = 1024
-        return (
-            self.dead > self.concepts + slack
-            or len(self._edge_due) > 4 * self.edges + slack
-        )  # changed adjacency rows are folded back in memory (`Adjacency.compact`)
+        if self.dead > self.concepts + slack:
+            return True
+        # Queued turns only add edges: below the bound, no merge is needed to know.
+        due = len(self._edge_due)
+        return due > 4 * self._adjacency.edges_at_least + slack and due > 4 * self.edges + slack
+        # changed adjacency rows are folded back in memory (`Adjacency.compact`)
 
     @property
     def counts(self) -> np.ndarray:
@@ -125,45 +132,75 @@ class GraphView:
         """Set every pair count at once (a fresh view: loading)."""
         self._adjacency.load(a, b, counts)
 
-    def mirror(self, delta: Delta) -> None:
-        """Mirror a delta just staged in the state (any but a forget's, after
-        which the view is loaded again)."""
-        if delta.passage is not None:
-            self._mirror_turn(delta)
-        else:
-            for concept in delta.concepts:  # a retrieval's boosts
-                self.note_concept(concept)
-        for edge, pair in delta.kept_edges:  # listed by a tick, not yet due: due later
-            self.note_edge(edge, pair)
-        gone = set(delta.removed_concepts)
-        for a, b in delta.removed_pairs:
-            if a not in gone and b not in gone:
-                self.remove_edge(a, b)
-        for cid in delta.removed_concepts:
-            self.remove_concept(cid)
-        for turn_id in delta.removed_passages:
-            self.forget_passage(turn_id)
-        if delta.topics is not None:
-            self.set_topics(list(delta.topics))
+    def apply(self, write: Write) -> None:
+        """Apply one write the store has just staged (any but a forget's,
+        after which the graph is loaded again)."""
+        step = self._steps.get(type(write))
+        if step is None:
+            raise UnknownWrite("the in-memory graph", write)
+        step(self, write)
 
-    def _mirror_turn(self, delta: Delta) -> None:
-        turn_id = delta.passage.turn_id
-        self.place(delta.passage)
-        for concept in delta.concepts:
-            i = self.node(concept.id, concept.text)
-            self.texts[i] = concept.text  # the earliest mention's, which may change
-            self.set_count(i, concept.count)
-            self.passage_ids[i].append(turn_id)
-            self.note_concept(concept)
-        new_edges = sum(1 for a, b in delta.created if a != b)
-        self._adjacency.add_clique((self.index[c.id] for c in delta.concepts), new_edges=new_edges)
-        # A new edge (count 1, last = the turn's time) gets a due time; a
-        # repeated co-occurrence only moves it later, and the scheduler
-        # re-files an edge it finds not yet due.
-        due = edge_due_s(PairState(1, delta.passage.timestamp), self.decay)
-        for a, b in sorted(delta.created):
-            heapq.heappush(self._edge_due, (due, a, b))
-        self.turns = delta.meta.turns
+    def _put_concept(self, write: PutConcept) -> None:
+        concept = write.concept
+        i = self.node(concept.id, concept.text)
+        self.texts[i] = concept.text  # the earliest mention's, which may change
+        self._counts[i] = concept.count
+        self.note_concept(concept)
+
+    def _add_passage(self, write: AddPassage) -> None:
+        passage = write.passage
+        self.place(passage)
+        index, sources = self.index, self.passage_ids
+        for cid in passage.concept_ids:
+            sources[index[cid]].append(passage.turn_id)
+
+    def _co_occur(self, write: CoOccur) -> None:
+        index = self.index
+        self._adjacency.add_clique((index[cid] for cid in write.ids), at_s=seconds(write.at))
+
+    def _file_new_edges(self, a: np.ndarray, b: np.ndarray, at_s: np.ndarray) -> None:
+        """A new edge (count 1, last = the time of the first turn that held
+        it) gets a due time; a repeated co-occurrence only moves it later,
+        and the scheduler re-files an edge it finds not yet due."""
+        ids, lifetime = self.ids, edge_lifetime(1, self.decay)
+        for i, j, t in zip(a.tolist(), b.tolist(), at_s.tolist()):
+            x, y = ids[i], ids[j]
+            heapq.heappush(self._edge_due, (t + lifetime, x, y) if x < y else (t + lifetime, y, x))
+
+    def _put_meta(self, write: PutMeta) -> None:
+        self.turns = write.meta.turns
+
+    def _remove_pair(self, write: RemovePair) -> None:
+        a, b = write.edge
+        if a in self.index and b in self.index:
+            self.remove_edge(a, b)
+
+    def _remove_concept(self, write: RemoveConcept) -> None:
+        self.remove_concept(write.cid)
+
+    def _remove_link(self, write: RemoveLink) -> None:
+        i = self.index.get(write.cid)
+        if i is not None and write.turn_id in self.passage_ids[i]:
+            self.passage_ids[i].remove(write.turn_id)
+
+    def _prune_passage(self, write: PrunePassage) -> None:
+        self.forget_passage(write.turn_id)
+
+    def _keep_edge(self, write: KeepEdge) -> None:  # listed by a tick, not yet due: due later
+        self.note_edge(write.edge, write.pair)
+
+    def _set_topics(self, write: SetTopics) -> None:
+        self.set_topics(list(write.topics))
+
+    def _stored_only(self, write: Write) -> None:
+        pass  # registration, retrievals applied, the active version: nothing a query reads here
+
+    _steps = {
+        PutConcept: _put_concept, AddPassage: _add_passage, CoOccur: _co_occur, PutMeta: _put_meta,
+        RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
+        PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
+        Register: _stored_only, MarkRetrieval: _stored_only,
+    }
 
     def place(self, passage: Passage) -> None:
         if passage.turn_id in self.place_of:  # placed again: file it afresh
@@ -239,7 +276,10 @@ class GraphView:
         return [cid for _, cid in _pop_due(self._concept_due, seconds(at))]
 
     def due_edges(self, at: datetime) -> list[Edge]:
-        return [(a, b) for _, a, b in _pop_due(self._edge_due, seconds(at))]
+        until_s = seconds(at)
+        if self._adjacency.earliest_queued_s + edge_lifetime(1, self.decay) <= until_s:
+            self._adjacency.edges  # a merge files the due times of the edges queued turns created
+        return [(a, b) for _, a, b in _pop_due(self._edge_due, until_s)]
 
     def most_mentioned(self, n: int) -> list[int]:
         """Indices of the n live concepts with the highest counts c(x); ties by index."""
@@ -348,11 +388,10 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
     for key, _ in repo.store.scan(source_prefix):
         cid, turn_id = keys.split_tail(key, source_prefix)
         view.passage_ids[view.index[cid]].append(turn_id)
-    pair_prefix = keys.section(ref, b"p")
+    row_prefix = keys.section(ref, b"r")
+    rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
     ends_a, ends_b, counts = [], [], []
-    for key, raw in repo.store.scan(pair_prefix):
-        a, b = keys.split_tail(key, pair_prefix)
-        count, last = keys.decode_pair(raw)
+    for a, b, count, last in upper_pairs(rows):
         ends_a.append(view.index[a])
         ends_b.append(view.index[b])
         counts.append(count)

@@ -22,10 +22,13 @@ class RuleBug(RuntimeError):
 
 def install() -> Callable[[], None]:
     """Install the bug; returns what puts the rule back."""
-    from emgas.processors import evolve as rules
-    from emgas.processors.events import Retrieved
+    from dataclasses import replace
 
-    applies = rules.evolve.dispatch(Retrieved)
+    from emgas.processors.events import Retrieved
+    from emgas.state import rules
+
+    rule = rules.RULES[Retrieved]
+    applies = rule.evolve
     if getattr(applies, "rule_bug", False):
         return lambda: None
 
@@ -35,8 +38,12 @@ def install() -> Callable[[], None]:
         return applies(event, slice_, params)
 
     buggy.rule_bug = True  # type: ignore[attr-defined]
-    rules.evolve.register(Retrieved, buggy)
-    return lambda: rules.evolve.register(Retrieved, applies)
+    rules.RULES[Retrieved] = replace(rule, evolve=buggy)  # type: ignore[index]
+
+    def uninstall() -> None:
+        rules.RULES[Retrieved] = rule  # type: ignore[index]
+
+    return uninstall
 
 
 def environment() -> dict[str, str]:

@@ -8,6 +8,7 @@ from emgas.processors.events import GraphDigest, SectionDigest
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.replay.verify import differences
 from emgas.state import keys
+from emgas.state.rows import encode_row
 from emgas.state.digest import graph_digest, partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
@@ -42,7 +43,7 @@ def test_other_graphs_and_offsets_do_not_change_a_graphs_digest():
     ("section", "change"),
     [
         ("meta", lambda store: store.write({keys.graph_meta(G): b'{"turns": 9}'})),
-        ("pairs", lambda store: store.write({keys.pair(G, "kafka", "lag"): keys.encode_pair(7, 0)})),
+        ("pairs", lambda store: store.write({keys.row(G, "kafka"): encode_row({"lag": (7, 0)})})),
         ("sources", lambda store: store.write({keys.concept_passage(G, "kafka", "t9"): b""})),
         ("passages", lambda store: store.write({keys.passage(G, "t1"): None})),
     ],

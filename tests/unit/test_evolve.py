@@ -1,4 +1,4 @@
-"""Each rule of `processors.evolve`, table-driven, with no store: a slice in, a delta out."""
+"""Each rule of `processors.evolve`, table-driven, with no store: a slice in, its writes out."""
 
 from datetime import timedelta
 
@@ -8,7 +8,11 @@ from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import (
     Boost, Consolidate, Decay, Forget, GraphVersionSwitched, PrunedConcept, PrunedEdge, Retrieved, TopicNode,
 )
-from emgas.processors.evolve import Delta, Slice, evolve, pair_after
+from emgas.processors.evolve import Slice, evolve, pair_after
+from emgas.processors.writes import (
+    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
+    RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, of_type,
+)
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Passage, on_grid
 from emgas.processors.pruning import PairState
 from tests.factories import T0, ingested
@@ -57,34 +61,36 @@ def test_a_co_occurrence_adds_one_and_keeps_the_latest_time(old, when, expected)
 # -- turns ----------------------------------------------------------------------
 
 def test_a_first_turn_creates_concepts_pairs_passage_and_meta():
-    delta = evolve(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), Slice(ref=G), PARAMS)
-    assert [(c.id, c.count, c.base_activation) for c in delta.concepts] == [("kafka", 1, on_grid(0.8)), ("lag", 1, on_grid(0.5))]
-    assert delta.pairs == ((("kafka", "lag"), PairState(1, at(minutes=3))),)
-    assert delta.created == {("kafka", "lag")}
-    assert delta.passage.concept_ids == ("kafka", "lag") and delta.passage.seq == 0
-    assert delta.links == (("kafka", "t1"), ("lag", "t1"))
-    assert (delta.meta.turns, delta.meta.clock, delta.meta.first_seen) == (1, at(minutes=3), at(minutes=3))
-    assert delta.registers
+    writes = evolve(ingested("g", "t1", {"kafka": 0.8, "lag": 0.5}, minute=3), Slice(ref=G), PARAMS)
+    concepts = [w.concept for w in of_type(writes, PutConcept)]
+    assert [(c.id, c.count, c.base_activation) for c in concepts] == [("kafka", 1, on_grid(0.8)), ("lag", 1, on_grid(0.5))]
+    assert of_type(writes, CoOccur) == [CoOccur(("kafka", "lag"), at(minutes=3))]
+    [passage] = [w.passage for w in of_type(writes, AddPassage)]
+    assert passage.concept_ids == ("kafka", "lag") and passage.seq == 0  # a source link per concept id
+    [meta] = [w.meta for w in of_type(writes, PutMeta)]
+    assert (meta.turns, meta.clock, meta.first_seen) == (1, at(minutes=3), at(minutes=3))
+    assert writes[0] == Register()
 
 
 def test_a_later_turn_reinforces_what_the_slice_holds():
     meta = GraphMeta(turns=5, first_seen=at(0), clock=at(1))
     held = Slice(ref=G, meta=meta, concepts={"kafka": concept("kafka", 0.5)},
                  pairs={("kafka", "lag"): PairState(2, at(1))})
-    delta = evolve(ingested("g", "t9", {"kafka": 0.25, "lag": 0.5}, minute=10), held, PARAMS)
-    kafka = next(c for c in delta.concepts if c.id == "kafka")
+    writes = evolve(ingested("g", "t9", {"kafka": 0.25, "lag": 0.5}, minute=10), held, PARAMS)
+    kafka = next(w.concept for w in of_type(writes, PutConcept) if w.concept.id == "kafka")
     assert (kafka.count, kafka.base_activation) == (2, 0.5 + on_grid(0.25))
-    assert delta.pairs == ((("kafka", "lag"), PairState(3, at(1))),)  # the turn is older than the pair's last
-    assert delta.created == frozenset()
-    assert (delta.meta.turns, delta.meta.clock, delta.meta.first_seen) == (6, at(1), at(0))
-    assert delta.passage.seq == 5
+    # The pair is counted where pairs are kept (pair_after: +1, the later last).
+    assert of_type(writes, CoOccur) == [CoOccur(("kafka", "lag"), at(minutes=10))]
+    [meta] = [w.meta for w in of_type(writes, PutMeta)]
+    assert (meta.turns, meta.clock, meta.first_seen) == (6, at(1), at(0))
+    assert of_type(writes, AddPassage)[0].passage.seq == 5
 
 
 # -- version switch -------------------------------------------------------------
 
 def test_a_version_switch_names_the_new_active_version():
     event = GraphVersionSwitched(graph_id="g", version=2, timestamp=T0)
-    assert evolve(event, Slice(ref=GraphRef("g", 2)), PARAMS) == Delta(ref=GraphRef("g", 2), active_version=2)
+    assert evolve(event, Slice(ref=GraphRef("g", 2)), PARAMS) == (SwitchVersion(2),)
 
 
 # -- decay ticks -----------------------------------------------------------------
@@ -135,13 +141,14 @@ DECAY_CASES = {
 @pytest.mark.parametrize("name", DECAY_CASES)
 def test_a_decay_tick(name):
     held, event, concepts, pairs, passages, kept = DECAY_CASES[name]
-    delta = evolve(event, held, PARAMS)
-    assert delta.removed_concepts == concepts
-    assert delta.removed_pairs == pairs
-    assert delta.removed_passages == passages
-    assert delta.kept_edges == kept
-    assert (delta.meta.decayed_to, delta.meta.decay) == (event.timestamp, DECAY)
-    assert {c for c, _ in delta.removed_links} <= set(concepts)
+    writes = evolve(event, held, PARAMS)
+    assert tuple(w.cid for w in of_type(writes, RemoveConcept)) == concepts
+    assert tuple(w.edge for w in of_type(writes, RemovePair)) == pairs
+    assert tuple(w.turn_id for w in of_type(writes, PrunePassage)) == passages
+    assert tuple((w.edge, w.pair) for w in of_type(writes, KeepEdge)) == kept
+    [meta] = [w.meta for w in of_type(writes, PutMeta)]
+    assert (meta.decayed_to, meta.decay) == (event.timestamp, DECAY)
+    assert {w.cid for w in of_type(writes, RemoveLink)} <= set(concepts)
 
 
 # -- consolidation ---------------------------------------------------------------
@@ -157,10 +164,11 @@ def test_a_decay_tick(name):
 def test_consolidation_keeps_the_members_still_in_the_graph(members, present, kept):
     event = Consolidate(graph_id="g", graph_version=1, timestamp=at(1),
                         topics=(TopicNode(id="topic:a", label="a", members=members),))
-    delta = evolve(event, Slice(ref=G, present=frozenset(present), topic_ids=("topic:old",)), PARAMS)
-    assert [t.members for t in delta.topics] == ([kept] if kept else [])
-    assert delta.removed_topics == ("topic:old",)
-    assert delta.meta.consolidated_to == at(1)
+    writes = evolve(event, Slice(ref=G, present=frozenset(present), topic_ids=("topic:old",)), PARAMS)
+    [topics] = of_type(writes, SetTopics)
+    assert [t.members for t in topics.topics] == ([kept] if kept else [])
+    assert topics.removed == ("topic:old",)
+    assert of_type(writes, PutMeta)[0].meta.consolidated_to == at(1)
 
 
 # -- retrieval ---------------------------------------------------------------------
@@ -169,10 +177,10 @@ def test_a_retrieval_boosts_the_concepts_still_held_and_marks_the_request():
     event = Retrieved(graph_id="g", graph_version=1, request_id="q1", timestamp=at(1),
                       boosts=(Boost(id="kafka", amount=0.25), Boost(id="gone", amount=0.5)))
     meta = GraphMeta(turns=1, first_seen=T0, clock=T0)  # the graph's clock: its one turn
-    delta = evolve(event, Slice(ref=G, meta=meta, concepts={"kafka": concept("kafka", 0.5)}), PARAMS)
-    [kafka] = delta.concepts
+    writes = evolve(event, Slice(ref=G, meta=meta, concepts={"kafka": concept("kafka", 0.5)}), PARAMS)
+    [kafka] = [w.concept for w in of_type(writes, PutConcept)]
     assert (kafka.base_activation, kafka.retrievals, kafka.first_retrieved, kafka.last_retrieved) == (0.75, 1, at(1), at(1))
-    assert delta.retrieval == "q1"
+    assert of_type(writes, MarkRetrieval) == [MarkRetrieval("q1")]
 
 
 # -- forgetting ---------------------------------------------------------------------
@@ -195,7 +203,7 @@ V1, V2 = GraphRef("g", 1), GraphRef("g", 2)
     ],
 )
 def test_forgetting(event, held, tombstones, refolded, erased, clear_active):
-    forgetting = evolve(event, held, PARAMS).forgetting
+    [forgetting] = of_type(evolve(event, held, PARAMS), Forgetting)
     assert forgetting.tombstones == tombstones
     assert dict(forgetting.refolded) == refolded
     assert forgetting.erased == erased

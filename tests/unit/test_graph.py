@@ -1,4 +1,4 @@
-"""The fold: a turn's delta (counts, pairs, activation boost, event time)."""
+"""The fold: a turn's writes (counts, pairs, activation boost, event time)."""
 
 from datetime import timedelta
 
@@ -7,12 +7,22 @@ import pytest
 from emgas.processors.events import Concept
 from emgas.processors.evolve import Slice, evolve
 from emgas.processors.graph import GraphParams, GraphRef
+from emgas.processors.writes import AddPassage, CoOccur, PutConcept, of_type
 from tests.factories import T0, ingested
 
 
+class TurnWrites:
+    """A turn's writes, by kind."""
+
+    def __init__(self, writes) -> None:  # noqa: ANN001
+        self.concepts = [w.concept for w in of_type(writes, PutConcept)]
+        [self.passage] = [w.passage for w in of_type(writes, AddPassage)]
+        self.co_occurrences = of_type(writes, CoOccur)
+
+
 def apply_turn(event, version, existing, params):  # noqa: ANN001, ANN201
-    """The turn's delta on graph version `version` holding the `existing` concepts."""
-    return evolve(event, Slice(ref=GraphRef(event.graph_id, version), concepts=existing), params)
+    """The turn's writes on graph version `version` holding the `existing` concepts."""
+    return TurnWrites(evolve(event, Slice(ref=GraphRef(event.graph_id, version), concepts=existing), params))
 
 
 def test_new_concepts_take_importance_and_event_time():
@@ -20,7 +30,7 @@ def test_new_concepts_take_importance_and_event_time():
     by_id = {c.id: c for c in delta.concepts}
     assert by_id["kafka"].base_activation == pytest.approx(0.8, abs=2**-32) and by_id["kafka"].count == 1
     assert by_id["kafka"].created_at == T0 + timedelta(minutes=3)
-    assert [edge for edge, _ in delta.pairs] == [("kafka", "lag")]
+    assert [w.ids for w in delta.co_occurrences] == [("kafka", "lag")]
     assert delta.passage.concept_ids == ("kafka", "lag")
 
 
@@ -46,14 +56,9 @@ def test_out_of_order_event_moves_created_at_back():
     assert earlier.concepts[0].created_at == T0 + timedelta(minutes=1)
 
 
-def test_delta_targets_the_version_given():
-    delta = apply_turn(ingested("g", "t1", {"kafka": 0.8}), 3, {}, GraphParams())
-    assert delta.ref == ("g", 3)
-
-
-def test_pairs_are_all_unordered_pairs_sorted():
+def test_pairs_are_every_pair_of_the_sorted_concepts():
     delta = apply_turn(ingested("g", "t", {"c": 0.5, "a": 0.5, "b": 0.5}), 1, {}, GraphParams())
-    assert [edge for edge, _ in delta.pairs] == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert [w.ids for w in delta.co_occurrences] == [("a", "b", "c")]
 
 
 def test_surface_text_is_the_earliest_mentions_whatever_the_order():

@@ -66,13 +66,13 @@ def test_the_timer_ticks_a_graph_idle_for_a_window():
     assert tick.type == "decay" and tick.trigger == "idle"
 
 
-def test_an_event_type_with_no_evolve_fails_loudly(monkeypatch):
+def test_an_event_type_with_no_rule_fails_loudly(monkeypatch):
     """A missing rule is a bug to stop on, not a poison event to reject."""
-    from emgas.processors.evolve import evolve
-    from emgas.state import projector
+    from emgas.processors.events import TurnIngested
+    from emgas.state import rules
 
-    monkeypatch.setattr(projector, "evolve", evolve.registry[object])  # the unregistered fallback
-    with pytest.raises(NotImplementedError, match="no evolve registered for TurnIngested"):
+    monkeypatch.setattr(rules, "RULES", {k: v for k, v in rules.RULES.items() if k is not TurnIngested})
+    with pytest.raises(rules.UnregisteredEvent, match="no rule registered for the graph event type TurnIngested"):
         worker().on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 0, WALL)
 
 

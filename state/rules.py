@@ -1,0 +1,191 @@
+"""One rule per graph event type: its guard, the slice it loads and its evolve, together.
+
+`PartitionState.apply` looks the event's type up here and nowhere else:
+
+- `guard(state, event, ref, meta)`: why the event changes nothing but the
+  offset (an `Outcome`), or None when it applies;
+- `load(state, event, ref, meta, refolds)`: the `Slice` of the graph
+  version the event needs, read from the store and the in-memory graph;
+- `evolve(event, slice, params)`: the pure rule of `processors.evolve`,
+  which returns the writes (`processors.writes`) to apply.
+
+A type with no rule here fails loudly (`UnregisteredEvent`) before its
+guard, so a new event type cannot be skipped or half-applied in silence.
+Adding one: its schema in `processors.events`, its evolve in
+`processors.evolve`, its rule here (and a write type if it writes
+something new).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
+from emgas.processors.evolve import (
+    Slice, evolve_consolidate, evolve_decay, evolve_forget, evolve_retrieved, evolve_switch, evolve_turn,
+)
+from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
+from emgas.processors.writes import Records, Writes
+
+if TYPE_CHECKING:
+    from emgas.state.projector import PartitionState
+
+# A graph version's records after forgetting (None: no turn left, so no version).
+Refolds = dict[GraphRef, Records | None]
+
+
+class Outcome(str, Enum):
+    APPLIED = "applied"
+    DUPLICATE_TURN = "duplicate_turn"
+    DUPLICATE_TICK = "duplicate_tick"
+    DUPLICATE_RETRIEVAL = "duplicate_retrieval"
+    UNKNOWN_GRAPH = "unknown_graph"
+    ALREADY_APPLIED = "already_applied"
+    FORGOTTEN_TURN = "forgotten_turn"
+    DUPLICATE_FORGET = "duplicate_forget"
+    REJECTED = "rejected"
+    LOG_STARTED = "log_started"
+    LOG_STARTED_AGAIN = "log_started_again"
+    SNAPSHOT_STARTED = "snapshot_started"
+    SNAPSHOT_PART = "snapshot_part"
+    SNAPSHOT_COMPLETED = "snapshot_completed"
+    SNAPSHOT_IGNORED = "snapshot_ignored"
+    CHECKPOINT = "checkpoint"
+
+
+Guard = Callable[["PartitionState", object, GraphRef, GraphMeta], Outcome | None]
+Load = Callable[["PartitionState", object, GraphRef, GraphMeta, Refolds | None], Slice]
+Evolve = Callable[[object, Slice, GraphParams], Writes]
+
+
+@dataclass(frozen=True)
+class Rule:
+    guard: Guard
+    load: Load
+    evolve: Evolve
+    journaled: bool = True  # kept in its version's journal (re-folded by a forget)
+    compacts: bool = False  # may leave the graph with enough dead slots to rebuild it
+
+
+class UnregisteredEvent(TypeError):
+    """A graph event type with no rule: a missing rule, never a poison event."""
+
+    def __init__(self, event: object) -> None:
+        super().__init__(
+            f"no rule registered for the graph event type {type(event).__name__} "
+            "(state.rules.RULES: its guard, slice and evolve)"
+        )
+
+
+def rule_for(event: object) -> Rule:
+    """The rule of `event`'s type; UnregisteredEvent if there is none."""
+    rule = RULES.get(type(event))
+    if rule is None:
+        raise UnregisteredEvent(event)
+    return rule
+
+
+# -- guards -------------------------------------------------------------------
+
+
+def _turn_guard(state: PartitionState, event: TurnIngested, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+    if state.repo.has_turn(ref, event.turn_id):
+        return Outcome.DUPLICATE_TURN
+    if state.repo.is_forgotten(event.graph_id, event.turn_id):
+        return Outcome.FORGOTTEN_TURN
+    return None
+
+
+def _forget_guard(state: PartitionState, event: Forget, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+    return Outcome.DUPLICATE_FORGET if state.repo.has_forget(event.graph_id, event.request_id) else None
+
+
+def _always(state: PartitionState, event: object, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+    return None
+
+
+def _retrieval_guard(state: PartitionState, event: Retrieved, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+    if ref not in state.views:
+        return Outcome.UNKNOWN_GRAPH
+    return Outcome.DUPLICATE_RETRIEVAL if state.repo.has_retrieval(ref, event.request_id) else None
+
+
+def _tick_guard(last_of: Callable[[GraphMeta], object]) -> Guard:
+    """A tick of a known version, later than the last one of its kind."""
+
+    def guard(state: PartitionState, event: Decay | Consolidate, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+        if ref not in state.views:
+            return Outcome.UNKNOWN_GRAPH
+        last = last_of(meta)
+        return Outcome.DUPLICATE_TICK if last is not None and event.timestamp <= last else None
+
+    return guard
+
+
+# -- slices ---------------------------------------------------------------------
+
+
+def _meta_only(state: PartitionState, event: object, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+    return Slice(ref=ref, meta=meta)
+
+
+def _turn_slice(state: PartitionState, event: TurnIngested, ref: GraphRef, meta: GraphMeta,
+                refolds: Refolds | None) -> Slice:
+    """The turn's concepts as stored (its pairs are counted where they are kept)."""
+    return Slice(ref=ref, meta=meta, concepts=state.repo.concepts(ref, [c.id for c in event.concepts]))
+
+
+def _retrieved_slice(state: PartitionState, event: Retrieved, ref: GraphRef, meta: GraphMeta,
+                     refolds: Refolds | None) -> Slice:
+    return Slice(ref=ref, meta=meta, concepts=state.repo.concepts(ref, {b.id for b in event.boosts}))
+
+
+def _decay_slice(state: PartitionState, event: Decay, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+    """The listed concepts with their neighbours, passages (from the view)
+    and those passages' links; the listed edges; the edges of the
+    concepts listed as isolated."""
+    view, repo = state.views[ref], state.repo
+    listed = sorted({c.id for c in event.concepts})
+    neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
+    sources = {cid: tuple(view.passage_ids[view.index[cid]]) for cid in listed if cid in view.index}
+    passages = repo.passages(ref, sorted({t for turns in sources.values() for t in turns}))
+    candidates = [(c, t) for t, passage in passages.items() for c in passage.concept_ids]
+    isolated = [c.id for c in event.concepts if c.reason == "isolated"]
+    return Slice(
+        ref=ref, meta=meta,
+        concepts=repo.concepts(ref, [c.id for c in event.concepts]),
+        pairs=repo.pairs(ref, [(e.a, e.b) for e in event.edges]),
+        neighbours=neighbours,
+        sources=sources, passages=passages, links=repo.links(ref, candidates),
+        isolated_edges=repo.edges_of(ref, {cid: neighbours[cid] for cid in isolated}),
+    )
+
+
+def _consolidate_slice(state: PartitionState, event: Consolidate, ref: GraphRef, meta: GraphMeta,
+                       refolds: Refolds | None) -> Slice:
+    view = state.views[ref]
+    named = {m for topic in event.topics for m in topic.members}
+    return Slice(
+        ref=ref, meta=meta, present=frozenset(m for m in named if m in view.index),
+        topic_ids=tuple(t.id for t in view.topics),
+    )
+
+
+def _forget_slice(state: PartitionState, event: Forget, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+    versions = tuple(r for r in state.repo.graph_refs() if r.graph_id == event.graph_id)
+    if event.whole_graph:
+        turn_ids = {r: frozenset(state.repo.turn_ids(r)) for r in versions}
+        return Slice(ref=ref, meta=meta, versions=versions, turn_ids=turn_ids)
+    return Slice(ref=ref, meta=meta, versions=versions, refolds=state.refolds(event) if refolds is None else refolds)
+
+
+RULES: Mapping[type, Rule] = {
+    TurnIngested: Rule(_turn_guard, _turn_slice, evolve_turn),
+    Retrieved: Rule(_retrieval_guard, _retrieved_slice, evolve_retrieved),
+    Decay: Rule(_tick_guard(lambda meta: meta.decayed_to), _decay_slice, evolve_decay, compacts=True),
+    Consolidate: Rule(_tick_guard(lambda meta: meta.consolidated_to), _consolidate_slice, evolve_consolidate),
+    GraphVersionSwitched: Rule(_always, _meta_only, evolve_switch, journaled=False),
+    Forget: Rule(_forget_guard, _forget_slice, evolve_forget, journaled=False),
+}
