@@ -6,12 +6,14 @@ used by `processors.evolve`, which applies whole events.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
+from functools import lru_cache
 from typing import NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, window_start
+from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, seconds, window_start
 from emgas.processors.events import MAX_BOOST, MetadataValue
 from emgas.processors.topics import TopicParams
 
@@ -216,24 +218,82 @@ def with_contribution(
     W = 0 (no windows): older means at < t_ref, and nothing is brought forward.
     The decay model is the graph's last tick's, or the configured one before any.
     """
-    concept = brought_to_tick(concept, meta)
+    activation, decayed_to = _contributed(concept, amount, at, meta, params, forward_to)
+    return _replaced(concept, {"base_activation": activation, "decayed_to": decayed_to})
+
+
+def _contributed(
+    concept: ConceptState, amount: float, at: datetime, meta: GraphMeta, params: GraphParams, forward_to: datetime
+) -> tuple[float, datetime | None]:
+    """(A, decayed_to) after `with_contribution`, computed on the values
+    (a fold calls it for every concept of every turn)."""
+    activation, decayed_to = concept.base_activation, concept.decayed_to
+    ref = decayed_to or concept.created_at
+    reinforcements = concept.count + concept.retrievals
+    tick, tick_params = meta.decayed_to, meta.decay
+    if tick is not None and tick_params is not None and ref < tick:  # `brought_to_tick`
+        activation = on_grid(activation * decay_factor((tick - ref).total_seconds(), reinforcements, tick_params))
+        decayed_to = ref = tick
     window_s, decay = params.window_s, meta.decay or params.decay
-    ref = concept.decay_reference
-    if _window(at, window_s) < _window(ref, window_s):
-        factor = decay_factor((ref - at).total_seconds(), concept.reinforcements, decay)
-        return concept.model_copy(
-            update={"base_activation": concept.base_activation + on_grid(amount * factor), "decayed_to": ref}
-        )
     if window_s > 0:
-        target = window_start(min(at, forward_to), window_s)
-        if (target - ref).total_seconds() > FORWARD_WINDOWS * window_s:
-            concept = _decayed_to(concept, target, decay)
-    return concept.model_copy(update={"base_activation": concept.base_activation + on_grid(amount)})
+        at_window, ref_window = _window_index(at, window_s), _window_index(ref, window_s)
+        older = at_window < ref_window
+    else:
+        older = at < ref
+    if older:
+        factor = decay_factor((ref - at).total_seconds(), reinforcements, decay)
+        return activation + on_grid(amount * factor), ref
+    if window_s > 0:
+        forward = min(at, forward_to)
+        # ws(forward) − t_ref ≤ (windows apart) · W: fewer than FORWARD_WINDOWS
+        # windows apart can never exceed FORWARD_WINDOWS · W, so only then
+        # is the exact difference taken.
+        if _window_index(forward, window_s) - ref_window >= FORWARD_WINDOWS:
+            target = window_start(forward, window_s)
+            elapsed = (target - ref).total_seconds()
+            if elapsed > FORWARD_WINDOWS * window_s:
+                activation = on_grid(activation * decay_factor(elapsed, reinforcements, decay))
+                decayed_to = target
+    return activation + on_grid(amount), decayed_to
 
 
-def _window(t: datetime, window_s: float) -> datetime:
-    """The start of t's decay window; t itself without windows."""
-    return window_start(t, window_s) if window_s > 0 else t
+@lru_cache(maxsize=4096)  # the turns of a window share their times' windows
+def _window_index(t: datetime, window_s: float) -> int:
+    """k such that t is in the window [k·W, (k+1)·W) (`window_start`'s k)."""
+    return math.floor(seconds(t) / window_s)
+
+
+def _replaced(concept: ConceptState, update: dict) -> ConceptState:
+    """`concept.model_copy(update=update)` for values already valid, without
+    pydantic's copy machinery (about 4 times faster; equal result)."""
+    fields = concept.__dict__.copy()
+    fields.update(update)
+    new = _new_concept(ConceptState)
+    _set(new, "__dict__", fields)
+    _set(new, "__pydantic_fields_set__", concept.__pydantic_fields_set__ | update.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+def _new(cid: str, text: str, activation: float, at: datetime) -> ConceptState:
+    """`ConceptState(id=cid, text=text, count=1, base_activation=activation,
+    created_at=at, last_accessed=at)` from values a decoded event already
+    validated, without validating them again."""
+    new = _new_concept(ConceptState)
+    _set(new, "__dict__", {
+        "id": cid, "text": text, "count": 1, "base_activation": activation, "created_at": at, "last_accessed": at,
+        "decayed_to": None, "retrievals": 0, "first_retrieved": None, "last_retrieved": None,
+    })
+    _set(new, "__pydantic_fields_set__", set(_NEW_FIELDS))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+_new_concept = object.__new__
+_set = object.__setattr__
+_NEW_FIELDS = frozenset({"id", "text", "count", "base_activation", "created_at", "last_accessed"})
 
 
 def concept_after_mention(
@@ -252,19 +312,19 @@ def concept_after_mention(
     not wall clock); the surface text is that of the earliest mention
     (ties: the smallest text)."""
     if old is None:
-        return ConceptState(
-            id=cid, text=text, count=1, base_activation=on_grid(importance),
-            created_at=at, last_accessed=at,
-        )
+        return _new(cid, text, on_grid(importance), at)
     earliest = (at, text) < (old.created_at, old.text)
-    added = with_contribution(old, params.mention_boost * importance, at, meta, params, at)
-    return added.model_copy(
-        update={
+    activation, decayed_to = _contributed(old, params.mention_boost * importance, at, meta, params, at)
+    return _replaced(
+        old,
+        {
+            "base_activation": activation,
+            "decayed_to": decayed_to,
             "text": text if earliest else old.text,
             "count": old.count + 1,
             "created_at": min(old.created_at, at),
             "last_accessed": max(old.last_accessed, at),
-        }
+        },
     )
 
 
@@ -275,12 +335,15 @@ def concept_after_retrieval(
     (never brought forward past the graph's clock: a query's wall time may
     be far ahead of a conversation's event time), retrievals + 1,
     first/last retrieval = min/max with `at`, last_accessed = max."""
-    added = with_contribution(old, amount, at, meta, params, meta.clock or at)
-    return added.model_copy(
-        update={
+    activation, decayed_to = _contributed(old, amount, at, meta, params, meta.clock or at)
+    return _replaced(
+        old,
+        {
+            "base_activation": activation,
+            "decayed_to": decayed_to,
             "retrievals": old.retrievals + 1,
             "first_retrieved": min(old.first_retrieved or at, at),
             "last_retrieved": max(old.last_retrieved or at, at),
             "last_accessed": max(old.last_accessed, at),
-        }
+        },
     )

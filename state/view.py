@@ -64,6 +64,7 @@ class GraphView:
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
         self._concept_due: list[tuple[float, str]] = []
         self._latest_due: dict[str, float] = {}  # per live concept: its newest due time
+        self._unfiled: dict[str, ConceptState] = {}  # changed since their due times were filed
         self._edge_due: list[tuple[float, str, str]] = []
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
@@ -260,8 +261,15 @@ class GraphView:
         return found
 
     def note_concept(self, concept: ConceptState) -> None:
-        due = self._latest_due[concept.id] = concept_due_s(concept, self.decay)
-        heapq.heappush(self._concept_due, (due, concept.id))
+        """File the concept's due time, when one is next asked for (a concept
+        mentioned in many turns between two ticks is filed once)."""
+        self._unfiled[concept.id] = concept
+
+    def _file_concepts(self) -> None:
+        unfiled, self._unfiled = self._unfiled, {}
+        for cid, concept in unfiled.items():
+            due = self._latest_due[cid] = concept_due_s(concept, self.decay)
+            heapq.heappush(self._concept_due, (due, cid))
         if len(self._concept_due) > 4 * len(self._latest_due) + 1024:
             # Stale entries outnumber live ones: keep each live concept's newest
             # (what loading the view from the store files).
@@ -273,6 +281,7 @@ class GraphView:
 
     def due_concepts(self, at: datetime) -> list[str]:
         """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""
+        self._file_concepts()
         return [cid for _, cid in _pop_due(self._concept_due, seconds(at))]
 
     def due_edges(self, at: datetime) -> list[Edge]:
@@ -307,6 +316,7 @@ class GraphView:
         """Drop a concept, its edges and its passage links (its slot stays, dead)."""
         i = self.index.pop(cid)
         self._latest_due.pop(cid, None)
+        self._unfiled.pop(cid, None)
         self._adjacency.clear(i)
         self._counts[i] = 0
         self.passage_ids[i] = []
