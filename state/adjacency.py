@@ -72,6 +72,10 @@ class Adjacency:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
         if self._queued:
             self._merge_queued()
+        return self._stored_row(i)
+
+    def _stored_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row i as merged so far (queued cliques not included)."""
         changed = self._rows.get(i)
         if changed is not None:
             return changed
@@ -123,8 +127,8 @@ class Adjacency:
         self._edges += added // 2
 
     def _merge_queued(self) -> None:
-        """Merge every queued clique into its rows: the queued pairs summed by
-        (row, neighbour) in one sort, then one sorted merge per touched row."""
+        """Merge every queued clique into its rows: the queued pairs and the
+        touched rows' entries summed by (row, neighbour) in one sort."""
         if not self._queued:
             return
         cliques, self._queued = self._queued, []
@@ -138,24 +142,30 @@ class Adjacency:
         earliest = np.full(len(pairs), np.inf)
         np.minimum.at(earliest, first, at[distinct])
         row_of = pairs // n
-        neighbour = (pairs % n).astype(np.int32)
-        counts = counts.astype(np.int32)
         touched = np.unique(row_of)
-        bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
-        new_a, new_b, new_at = [], [], []
+        old = [self._stored_row(i) for i in touched.tolist()]
+        old_len = np.fromiter((len(idx) for idx, _ in old), dtype=np.int64, count=len(old))
+        old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _ in old] + [_EMPTY_IDX])
+        created = ~np.isin(pairs, old_keys, assume_unique=True)
+        # Old entries and queued pairs of the touched rows, summed by (row, neighbour) in one sort.
+        keys = np.concatenate([old_keys, pairs])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        counts_all = np.concatenate([np.concatenate([cnt for _, cnt in old] + [_EMPTY_CNT]), counts])[order]
+        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+        merged_keys = keys[starts]
+        merged_counts = np.add.reduceat(counts_all, starts).astype(np.int32)
+        merged_rows = merged_keys // n
+        merged_idx = (merged_keys % n).astype(np.int32)
+        bounds = np.searchsorted(merged_rows, np.append(touched, touched[-1] + 1)).tolist()
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
-            created = self._merge(i, neighbour[lo:hi], counts[lo:hi])
-            others, since = neighbour[lo:hi][created], earliest[lo:hi][created]
-            upper = others > i  # each new edge is new at both ends: report it from its lower end
-            if upper.any():
-                new_a.append(np.full(int(upper.sum()), i, dtype=np.int32))
-                new_b.append(others[upper])
-                new_at.append(since[upper])
-        added = sum(len(a) for a in new_a)
-        self._edges += added - self._precounted
-        if new_a and self.on_new_edges is not None:
-            self.on_new_edges(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
+            self._rows[i] = (merged_idx[lo:hi], merged_counts[lo:hi])
+        # Each new edge is new at both ends: report it from its lower end.
+        upper = created & (row_of < pairs % n)
+        self._edges += int(np.count_nonzero(upper)) - self._precounted
+        if self.on_new_edges is not None and upper.any():
+            self.on_new_edges(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
         self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
@@ -216,6 +226,27 @@ class Adjacency:
         self._drop(b, a)
         self._edges -= existed
         return existed
+
+    def remove_many(self, a: np.ndarray, b: np.ndarray) -> None:
+        """Drop the edges (a[k], b[k]) (distinct pairs), both directions, one
+        pass per touched row."""
+        if len(a) == 0:
+            return
+        src = np.concatenate([a, b]).astype(np.int64)
+        dst = np.concatenate([b, a]).astype(np.int32)
+        order = np.lexsort((dst, src))
+        src, dst = src[order], dst[order]
+        rows, starts = np.unique(src, return_index=True)
+        bounds = np.append(starts, len(src)).tolist()
+        dropped = 0
+        for k, i in enumerate(rows.tolist()):
+            idx, cnt = self.row(i)
+            keep = ~np.isin(idx, dst[bounds[k]:bounds[k + 1]], assume_unique=True)
+            gone = len(idx) - int(np.count_nonzero(keep))
+            if gone:
+                dropped += gone
+                self._set(i, idx[keep], cnt[keep])
+        self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:
         idx, cnt = self.row(i)

@@ -241,8 +241,7 @@ class PartitionState:
         view = self.views.get(ref)
         if view is None:
             view = self.views[ref] = GraphView(ref, self.params.decay)
-        for write in writes:
-            view.apply(write)
+        view.apply_all(writes)
         if compact and view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)
 

@@ -15,7 +15,7 @@ from emgas.processors.writes import (
     RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
 from emgas.state import keys
-from emgas.state.rows import Row, RowChanges, changed_row, decode_row, encode_row
+from emgas.state.rows import RowChanges, RowLookup, changed_record
 from emgas.state.transaction import Transaction
 
 NO_OFFSET = -1
@@ -142,12 +142,12 @@ class GraphRepository:
                 found[edge] = pair_state(entry[0], at)
         return found
 
-    def rows_of(self, ref: GraphRef, cids: list[str]) -> dict[str, Row]:
-        """The rows of `cids` (neighbour -> (count, last µs)), pending changes included."""
+    def rows_of(self, ref: GraphRef, cids: list[str]) -> dict[str, RowLookup]:
+        """The rows of `cids`, pending changes included, for point lookups."""
         if self.rows:
             self.settle(ref, cids)
         raws = self.store.multi_get([keys.row(ref, cid) for cid in cids])
-        return {cid: decode_row(raw) for cid, raw in zip(cids, raws)}
+        return {cid: RowLookup(raw) for cid, raw in zip(cids, raws)}
 
     def edges_of(self, ref: GraphRef, neighbours: Mapping[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
         """Per concept, its stored pairs with each of `neighbours[concept]` (neighbour -> pair)."""
@@ -155,7 +155,8 @@ class GraphRepository:
         found: dict[str, dict[str, PairState]] = {}
         for cid, others in neighbours.items():
             row = rows[cid]
-            found[cid] = {o: pair_state(row[o][0], from_us(row[o][1])) for o in others if o in row}
+            entries = {o: row.get(o) for o in others}
+            found[cid] = {o: pair_state(e[0], from_us(e[1])) for o, e in entries.items() if e is not None}
         return found
 
     def sources(self, ref: GraphRef, cid: str) -> list[str]:
@@ -278,8 +279,7 @@ class GraphRepository:
         changes = self.rows.drain(only, cids)
         row_keys = [keys.row(ref, cid) for ref, cid in changes]
         for key, ((_, cid), changed), raw in zip(row_keys, changes.items(), self.store.multi_get(row_keys)):
-            row = changed_row(cid, decode_row(raw), changed)
-            self.store.put(key, encode_row(row) if row else None)
+            self.store.put(key, changed_record(cid, raw, changed))
 
     def drop(self) -> None:
         self.rows.clear()

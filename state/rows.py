@@ -19,6 +19,7 @@ int64, then the n neighbour ids in UTF-8, NUL-separated.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -49,6 +50,24 @@ def decode_row(raw: bytes | None) -> Row:
     values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).tolist()
     ids = raw[_N.size + 16 * n:].decode().split("\x00")
     return dict(zip(ids, zip(values[0::2], values[1::2])))
+
+
+class RowLookup:
+    """Point lookups in a row record without decoding every entry (a tick
+    reads a few entries of rows that may hold thousands)."""
+
+    def __init__(self, raw: bytes | None) -> None:
+        n = _N.unpack_from(raw)[0] if raw else 0
+        self._ids = raw[_N.size + 16 * n:].decode().split("\x00") if n else []
+        self._values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size) if n else None
+
+    def get(self, other: str) -> tuple[int, int] | None:
+        """(count, last µs) of the edge with `other`; None if there is none."""
+        ids = self._ids
+        pos = bisect_left(ids, other)
+        if pos < len(ids) and ids[pos] == other:
+            return int(self._values[2 * pos]), int(self._values[2 * pos + 1])
+        return None
 
 
 def row_entries(raw: bytes) -> Iterator[tuple[str, int, int]]:
@@ -113,7 +132,8 @@ class RowChanges:
 def changed_row(cid: str, row: Row, changes: list) -> Row:
     """`row` (neighbour -> (count, last µs)) after `changes`, in order: a
     co-occurrence adds one to each other id's count and keeps the later
-    time (`processors.evolve.pair_after`); a removal drops the neighbour."""
+    time (`processors.evolve.pair_after`); a removal drops the neighbour.
+    The reference of `changed_record`, which does the same on records."""
     get = row.get
     for what, at in changes:
         if at is None:
@@ -125,3 +145,87 @@ def changed_row(cid: str, row: Row, changes: list) -> Row:
             old = get(other)
             row[other] = (1, at) if old is None else (old[0] + 1, old[1] if old[1] > at else at)
     return row
+
+
+def _summed(cid: str, changes: list) -> dict[str, list]:
+    """The changes per neighbour: [dropped first, co-occurrences, latest µs]."""
+    summed: dict[str, list] = {}
+    get = summed.get
+    for what, at in changes:
+        if at is None:
+            summed[what] = [True, 0, None]
+            continue
+        for other in what:
+            if other == cid:
+                continue
+            entry = get(other)
+            if entry is None:
+                summed[other] = [False, 1, at]
+            else:
+                entry[1] += 1
+                if entry[2] is None or at > entry[2]:
+                    entry[2] = at
+    return summed
+
+
+def changed_record(cid: str, raw: bytes | None, changes: list) -> bytes | None:
+    """The row record `raw` after `changes` (as `changed_row`), None when no
+    edge is left. A long row is not decoded into Python objects: only its
+    changed entries are touched, the rest is copied as arrays and bytes."""
+    n = _N.unpack_from(raw)[0] if raw else 0
+    if n < _SMALL_ROW:
+        row = changed_row(cid, decode_row(raw), changes)
+        return encode_row(row) if row else None
+    ids = raw[_N.size + 16 * n:].decode().split("\x00")
+    values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).reshape(n, 2).copy()
+    dropped, added = [], []
+    for other, (reset, count, at) in sorted(_summed(cid, changes).items()):
+        pos = bisect_left(ids, other)
+        if pos == n or ids[pos] != other:
+            if count:
+                added.append((pos, other, count, at))
+        elif reset and not count:
+            dropped.append(pos)
+        elif reset:
+            values[pos] = (count, at)
+        else:
+            values[pos, 0] += count
+            if at > values[pos, 1]:
+                values[pos, 1] = at
+    if not dropped and not added:
+        return raw[: _N.size] + values.tobytes() + raw[_N.size + 16 * n:]
+    # Inserted before their positions in the old row, then the dropped ones cut out.
+    if added:
+        positions = [p for p, *_ in added]
+        values = np.insert(values, positions, np.array([(c, t) for _, _, c, t in added], dtype=_VALUES), axis=0)
+        ids = _spliced(ids, positions, [o for _, o, _, _ in added])
+        shift = np.searchsorted(np.array(positions), np.array(dropped, dtype=np.int64), side="right")
+        dropped = (np.array(dropped, dtype=np.int64) + shift).tolist()
+    if dropped:
+        keep = np.ones(len(ids), dtype=bool)
+        keep[dropped] = False
+        values = values[keep]
+        ids = _spliced(ids, dropped, None)
+    if not ids:
+        return None
+    return _N.pack(len(ids)) + values.astype(_VALUES).tobytes() + "\x00".join(ids).encode()
+
+
+# Rows shorter than this are changed as dicts (numpy's per-call cost outweighs it).
+_SMALL_ROW = 48
+
+
+def _spliced(ids: list[str], positions: list[int], inserted: list[str] | None) -> list[str]:
+    """`ids` with `inserted[k]` put before `positions[k]` (ascending), or,
+    with `inserted` None, without the entries at `positions` (ascending)."""
+    out: list[str] = []
+    start = 0
+    for k, pos in enumerate(positions):
+        out.extend(ids[start:pos])
+        if inserted is None:
+            start = pos + 1
+        else:
+            out.append(inserted[k])
+            start = pos
+    out.extend(ids[start:])
+    return out

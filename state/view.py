@@ -133,6 +133,28 @@ class GraphView:
         """Set every pair count at once (a fresh view: loading)."""
         self._adjacency.load(a, b, counts)
 
+    def apply_all(self, writes: Iterable[Write]) -> None:
+        """Apply an event's writes in order; a run of removed edges in one pass."""
+        removed: list[Edge] = []
+        for write in writes:
+            if type(write) is RemovePair:
+                removed.append(write.edge)
+                continue
+            if removed:
+                self.remove_edges(removed)
+                removed = []
+            self.apply(write)
+        if removed:
+            self.remove_edges(removed)
+
+    def remove_edges(self, edges: list[Edge]) -> None:
+        """Drop the edges whose ends are both live (a removed concept's go with it)."""
+        index = self.index
+        live = [(index[a], index[b]) for a, b in edges if a in index and b in index]
+        if live:
+            ends = np.array(live, dtype=np.int32)
+            self._adjacency.remove_many(ends[:, 0], ends[:, 1])
+
     def apply(self, write: Write) -> None:
         """Apply one write the store has just staged (any but a forget's,
         after which the graph is loaded again)."""

@@ -11,6 +11,7 @@ op = st.one_of(
     st.tuples(st.just("add"), st.integers(0, N - 1), st.integers(0, N - 1), st.integers(1, 5)),
     st.tuples(st.just("remove"), st.integers(0, N - 1), st.integers(0, N - 1)),
     st.tuples(st.just("clear"), st.integers(0, N - 1)),
+    st.tuples(st.just("remove_many"), st.sets(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), max_size=6)),
     st.tuples(st.just("read"), st.integers(0, N - 1)),  # merges the queued cliques
     st.tuples(st.just("compact")),  # folds changed rows back into one CSR
 )
@@ -31,10 +32,19 @@ def apply_reference(ref: dict[int, dict[int, int]], operation: tuple) -> None:
     elif kind == "remove":
         ref[operation[1]].pop(operation[2], None)
         ref[operation[2]].pop(operation[1], None)
+    elif kind == "remove_many":
+        for a, b in _distinct_pairs(operation[1]):
+            ref[a].pop(b, None)
+            ref[b].pop(a, None)
     elif kind == "clear":
         for j in ref[operation[1]]:
             ref[j].pop(operation[1], None)
         ref[operation[1]] = {}
+
+
+def _distinct_pairs(pairs: set) -> list[tuple[int, int]]:
+    """Each unordered pair once, ends distinct (what a tick's removals are)."""
+    return sorted({(min(a, b), max(a, b)) for a, b in pairs if a != b})
 
 
 def new_edges(ref: dict[int, dict[int, int]], members: list[int]) -> int:
@@ -51,6 +61,11 @@ def apply_compact(adj: Adjacency, operation: tuple, known: int | None = None) ->
         adj.add(operation[1], operation[2], operation[3])
     elif kind == "remove":
         adj.remove(operation[1], operation[2])
+    elif kind == "remove_many":
+        import numpy as np
+
+        pairs = _distinct_pairs(operation[1])
+        adj.remove_many(np.array([a for a, _ in pairs], dtype=np.int32), np.array([b for _, b in pairs], dtype=np.int32))
     elif kind == "clear":
         adj.clear(operation[1])
     elif kind == "read":
@@ -64,18 +79,25 @@ def apply_compact(adj: Adjacency, operation: tuple, known: int | None = None) ->
 def test_compact_rows_equal_the_reference(operations):
     ref: dict[int, dict[int, int]] = {i: {} for i in range(N)}
     adj = Adjacency()
+    reported, created = [], []  # edges a merge said it created; edges a queued turn created
+    adj.on_new_edges = lambda a, b, at: reported.extend(zip(a.tolist(), b.tolist()))
     for _ in range(N):
         adj.add_node()
     for k, operation in enumerate(operations):
         known = new_edges(ref, operation[1]) if operation[0] == "clique" and k % 2 else None
+        if operation[0] == "clique" and operation[2] == 1:
+            members = sorted(set(operation[1]))
+            created += [(a, b) for i, a in enumerate(members) for b in members[i + 1:] if b not in ref[a]]
         apply_reference(ref, operation)
         apply_compact(adj, operation, known)
+    adj.edges  # merges what is still queued
     for i in range(N):
         idx, cnt = adj.row(i)
         assert dict(zip(idx.tolist(), cnt.tolist())) == ref[i]
         assert list(idx) == sorted(idx)
         assert all(adj.count(i, j) == c for j, c in ref[i].items())
     assert adj.edges == sum(len(r) for r in ref.values()) // 2
+    assert sorted(reported) == sorted(created)  # each new edge once, from its lower end
 
 
 @settings(max_examples=100, deadline=None)
