@@ -122,11 +122,11 @@ class PartitionState:
         return outcome
 
     def _graph_event(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
+        rule = rule_for(event)  # before anything: a type without a rule is never skipped or recorded
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
         if self.ledger.recording(event.graph_id):
             self.ledger.record(event.graph_id, offset, raw or encode(event))
-        rule = rule_for(event)
         ref = self.ref_of(event)
         meta = self.repo.meta(ref)
         outcome = rule.guard(self, event, ref, meta)

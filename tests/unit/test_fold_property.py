@@ -1,0 +1,108 @@
+"""The fold with commits and crashes anywhere gives the graph of one clean pass.
+
+A generated stream (turns of two graphs in any time order, duplicates,
+the decay ticks and consolidations a worker emits for them, retrievals
+and a forget) is folded twice: once in one pass with a single commit (the
+reference), once with commits after arbitrary events and crashes at
+arbitrary points (the uncommitted transaction and in-memory graph lost,
+the state reopened from the store, the events after its offset delivered
+again). Both give the same digests, and each in-memory graph equals the
+one loaded from the store it serves. The rules themselves are pinned by
+the golden log's digests (`test_golden`).
+"""
+
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.events import Boost, Forget, GraphEvent, Retrieved
+from emgas.processors.graph import GraphParams, GraphRef
+from emgas.state.digest import partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.state.view import load_view
+from emgas.tools.driver import LocalLog
+from tests.factories import T0, ingested
+
+# Short lifetimes, so ticks prune concepts, edges and passages within the stream.
+PARAMS = GraphParams(
+    window_s=3600, consolidate_every_s=DAY_S,
+    decay=DecayParams(model="exponential", half_life_s=DAY_S, concept_threshold=0.2, edge_stability_s=DAY_S),
+)
+WORDS = ["kafka", "lag", "broker", "cat", "dog", "\u732b"]
+
+turn = st.tuples(
+    st.sampled_from(["g", "h"]),
+    st.integers(0, 11),  # turn ids repeat: duplicates
+    st.dictionaries(st.sampled_from(WORDS), st.floats(0.05, 1.0), min_size=1, max_size=4),
+    st.integers(0, 8 * 24 * 60),  # minutes: eight days, in any order
+)
+
+
+def stream(turns: list, boosts: list[int], forget: int | None) -> list[GraphEvent]:
+    """The turns through a worker (with what it emits), retrievals, a forget."""
+    log = LocalLog(PARAMS)
+    for k, (graph, tid, concepts, minute) in enumerate(turns):
+        log.append(ingested(graph, f"t{tid}", concepts, minute=minute))
+        if k in boosts:
+            at = T0 + timedelta(minutes=minute)
+            log.append(Retrieved(graph_id=graph, graph_version=1, request_id=f"q{k}", timestamp=at,
+                                 boosts=tuple(Boost(id=w, amount=0.25) for w in sorted(concepts))))
+    if forget is not None:
+        log.append(Forget(graph_id="g", request_id="f", timestamp=T0, turn_ids=(f"t{forget}",)))
+    return log.log
+
+
+def folded(events: list[GraphEvent], commits: set[int], crashes: set[int]) -> PartitionState:
+    """`events` applied at offsets 0.., committing after the offsets in
+    `commits`; at each offset in `crashes` (once), everything not committed
+    is lost and delivery resumes after the committed offset."""
+    store = MemoryStore()
+    state = PartitionState(store, PARAMS)
+    crashed: set[int] = set()
+    offset = 0
+    while offset < len(events):
+        if offset in crashes and offset not in crashed:
+            crashed.add(offset)
+            state.txn.rollback()
+            state = PartitionState(store, PARAMS)  # a restart: the store as of its last commit
+            offset = state.committed_offset + 1
+            continue
+        state.apply(events[offset], offset)
+        if offset in commits:
+            state.commit()
+        offset += 1
+    state.commit()
+    return state
+
+
+def in_memory_equals_stored(state: PartitionState) -> None:
+    for ref, view in state.views.items():
+        loaded = load_view(state.repo, ref, PARAMS.decay)
+        assert view.snapshot() == loaded.snapshot(), ref
+        assert {c: sorted(view.passage_ids[i]) for c, i in view.index.items()} == \
+            {c: sorted(loaded.passage_ids[i]) for c, i in loaded.index.items()}
+        assert view.edges == loaded.edges and view.turns == loaded.turns
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(turn, min_size=1, max_size=25),
+    st.sets(st.integers(0, 24), max_size=4),
+    st.none() | st.integers(0, 11),
+    st.data(),
+)
+def test_commits_and_crashes_anywhere_give_the_reference_fold(turns, boosts, forget, data):
+    events = stream(turns, boosts, forget)
+    offsets = st.sets(st.integers(0, len(events) - 1), max_size=6)
+    commits, crashes = data.draw(offsets, "commits"), data.draw(offsets, "crashes")
+    reference = folded(events, set(), set())
+    state = folded(events, commits, crashes)
+    assert partition_digests(state.repo) == partition_digests(reference.repo)
+    assert state.views.keys() == reference.views.keys()
+    in_memory_equals_stored(state)
+    in_memory_equals_stored(reference)
+    assert state.repo.graph_refs() == reference.repo.graph_refs()
+    assert all(ref in (GraphRef("g", 1), GraphRef("h", 1)) for ref in state.repo.graph_refs())
