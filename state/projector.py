@@ -35,6 +35,7 @@ then, bit for bit, the one whose log never held the turn.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from emgas.processors.codec import decode_graph_event, encode
@@ -44,7 +45,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
-from emgas.state import keys
+from emgas.state import fold_points, keys
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
 from emgas.state.snapshots import (
@@ -148,7 +149,11 @@ class PartitionState:
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED
         if isinstance(event, SnapshotStarted):
-            return Outcome.SNAPSHOT_STARTED if self.ledger.start(event, offset) else Outcome.SNAPSHOT_IGNORED
+            if not self.ledger.start(event, offset):
+                return Outcome.SNAPSHOT_IGNORED
+            if not event.base:  # a base snapshot replaces the graph when complete
+                self._keep_fold_points(event.graph_id, offset)
+            return Outcome.SNAPSHOT_STARTED
         assert isinstance(event, Snapshot)
         done = self.ledger.part(event, offset)
         if isinstance(done, Completed):
@@ -171,9 +176,17 @@ class PartitionState:
             self._graph_event(decode_graph_event(raw), recorded_at, None, raw)
         return Outcome.SNAPSHOT_COMPLETED
 
+    def _keep_fold_points(self, graph_id: str, as_of: int) -> None:
+        """Keep each version of `graph_id` as of `as_of` (`state.fold_points`)."""
+        for ref in self.repo.graph_refs():
+            if ref.graph_id == graph_id:
+                point = fold_points.encode_point(as_of, self.repo.turn_ids(ref), list(self.repo.records(ref)))
+                self.txn.put(fold_points.key(ref), point)
+
     def restore(self, graph_id: str, records: ContentRecords) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""
         replace_content(self.txn, graph_id, records)
+        fold_points.drop_graph(self.txn, graph_id)  # they were of the content replaced
         for ref in [r for r in self.views if r.graph_id == graph_id]:
             del self.views[ref]
         for ref in self.repo.graph_refs():
@@ -196,7 +209,9 @@ class PartitionState:
         """Re-base: from now on this state reflects the log `identity`, read
         from after `offset` (its graphs stay; their snapshots must be written to it)."""
         self.ledger.set_identity(identity)
-        for prefix in (keys.LOCATION, keys.FLOOR, keys.PENDING, keys.PART, keys.RECORDED, keys.REJECTED):
+        for prefix in (
+            keys.LOCATION, keys.FLOOR, keys.PENDING, keys.PART, keys.RECORDED, keys.REJECTED, fold_points.PREFIX,
+        ):
             for key, _ in list(self.txn.scan(prefix)):
                 self.txn.put(key, None)  # they name offsets of the old log
         self.txn.put(keys.LAST_CHECKPOINT, None)
@@ -263,18 +278,36 @@ class PartitionState:
 
     def _refolded(self, ref: GraphRef, forgotten: set[str]) -> Records | None:
         """The records `ref` would have if its journal never held the turns
-        `forgotten`: the rest of its journal folded, in order and at the same
-        offsets, into a scratch state whose active version is `ref`'s. None:
-        no turn is left, so the version would not exist."""
-        scratch = PartitionState(MemoryStore(), self.params)
-        scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
+        `forgotten`: its journal folded without them, in order and at the
+        same offsets, into a scratch state whose active version is `ref`'s,
+        starting from the version's fold point when that holds none of them
+        (then only the journal after it is folded). None: no turn is left,
+        so the version would not exist."""
+        point = fold_points.load(self.txn, ref)
+        if point is not None and not point.holds_any(forgotten):
+            scratch, after = self._scratch_from(ref, point), point.as_of
+        else:
+            scratch, after = PartitionState(MemoryStore(), self.params), -1
+            scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         for entry in self.repo.journal(ref):
+            if entry.offset <= after:
+                continue
             event = decode_graph_event(entry.event)
             if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):
                 scratch.apply(event, entry.offset, raw=entry.event)
         if ref not in scratch.views:
             return None
         return list(scratch.repo.records(ref))  # read through its transaction: no store to fill
+
+    def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
+        """A scratch state holding `ref` as of its fold point, active."""
+        store = MemoryStore()
+        store.write({
+            **dict(point.records()),
+            keys.registry(ref): b"",
+            keys.active(ref.graph_id): json.dumps({"version": ref.version}).encode(),
+        })
+        return PartitionState(store, self.params)
 
     def close(self) -> None:
         """Commit what was applied (a clean stop) and close the store."""

@@ -14,7 +14,7 @@ from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
     RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
-from emgas.state import keys
+from emgas.state import fold_points, keys
 from emgas.state.rows import RowChanges, RowLookup, changed_record
 from emgas.state.transaction import Transaction
 
@@ -251,15 +251,20 @@ class GraphRepository:
         put(keys.forget_request(graph_id, forgetting.request_id), b"")
         for turn_id in forgetting.tombstones:
             put(keys.tombstone(graph_id, turn_id), b"")
+        forgotten = set(forgetting.tombstones)
         for refolded, records in forgetting.refolded.items():
             for key, _ in list(self.records(refolded)):
                 put(key, None)
             for key, value in records:
                 put(key, value)
+            point = fold_points.load(self.store, refolded)
+            if point is not None and point.holds_any(forgotten):
+                put(fold_points.key(refolded), None)  # it still holds a forgotten turn
         for erased in forgetting.erased:
             for key, _ in list(self.records(erased)):
                 put(key, None)
             put(keys.registry(erased), None)
+            put(fold_points.key(erased), None)
         if forgetting.clear_active:
             put(keys.active(graph_id), None)
 

@@ -9,11 +9,12 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import ActivationQuery, Forget, GraphEvent, TurnIngested
+from emgas.processors.events import ActivationQuery, Forget, GraphEvent, SnapshotStarted, TurnIngested
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.replay.explain import explain
 from emgas.replay.reader import LogRecord
+from emgas.state import fold_points
 from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
@@ -23,6 +24,7 @@ from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.factories import T0, ingested
 
 ASKED = T0 + timedelta(days=400)
+G = GraphRef("g", 1)
 STATIC = GraphParams(window_s=0, consolidate_every_s=0)
 # Ten times faster than the defaults, so a few simulated weeks tick, prune and consolidate.
 FAST = GraphParams(decay=DecayParams(half_life_s=3 * DAY_S, edge_stability_s=3 * DAY_S))
@@ -208,3 +210,45 @@ def test_a_graph_forgotten_whole_and_started_again_gets_its_ticks():
     log.extend([ingested("g", "t3", {"rust": 0.8}, minute=1), ingested("g", "t4", {"go": 0.5}, minute=3 * 60)])
     ticks = [e.timestamp for e in log.log[log.log.index(forget("g", whole=True)):] if e.type == "decay"]
     assert ticks and min(ticks) < T0 + timedelta(days=1)  # not held back by the ticks of the forgotten graph
+
+
+def snapshot_started(graph: str) -> SnapshotStarted:
+    return SnapshotStarted(graph_id=graph, reason="policy", timestamp=ASKED)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=turn_specs, data=st.data())
+def test_a_forget_from_the_latest_snapshot_equals_never_having_seen_the_turns(specs, data):
+    """Turns after the graph's latest snapshot are re-folded from it, turns
+    before it from the whole journal: either way, as if never seen."""
+    events = [ingested("g", f"t{i}", concepts, minute) for i, (concepts, minute) in enumerate(specs)]
+    ids = [e.turn_id for e in events]
+    snapshots = data.draw(st.lists(st.integers(0, len(events)), max_size=2), label="snapshots after these many turns")
+    forgotten = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=2, unique=True), label="forgotten")
+    second = data.draw(st.sampled_from(ids), label="then forgotten")
+    log = LocalLog(FAST)
+    for i, event in enumerate(events):
+        log.extend([snapshot_started("g")] * snapshots.count(i))
+        log.append(event)
+    log.extend([snapshot_started("g")] * snapshots.count(len(events)))
+    log.append(forget("g", *forgotten))
+    assert digests(log.state) == digests(folded(never_saw(log.log, set(forgotten)), FAST))
+    log.append(forget("g", second, request="f2"))  # its fold point, if any, never holds a forgotten turn
+    assert digests(log.state) == digests(folded(never_saw(log.log, {*forgotten, second}), FAST))
+
+
+def test_a_turn_after_the_latest_snapshot_is_re_folded_from_it_and_one_before_from_the_start(monkeypatch):
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(12)]
+    log = LocalLog(FAST)
+    log.extend(events[:6])
+    log.append(snapshot_started("g"))
+    log.extend(events[6:])
+    starts = []
+    real = PartitionState._scratch_from
+    monkeypatch.setattr(PartitionState, "_scratch_from", lambda self, ref, point: starts.append(point.as_of) or
+                        real(self, ref, point))
+    log.append(forget("g", "t9", request="after"))
+    assert starts == [6] and fold_points.load(log.state.txn, G) is not None  # the point stays: t9 is not in it
+    log.append(forget("g", "t2", request="before"))
+    assert starts == [6] and fold_points.load(log.state.txn, G) is None  # t2 is in it: re-folded whole, point gone
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t9", "t2"}), FAST))
