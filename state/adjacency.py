@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
+_FEW_ROWS = 24  # queued turns touching at most this many rows merge row by row
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 
 
@@ -143,6 +144,9 @@ class Adjacency:
         np.minimum.at(earliest, first, at[distinct])
         row_of = pairs // n
         touched = np.unique(row_of)
+        if len(touched) <= _FEW_ROWS:
+            self._merge_rows(touched, row_of, pairs, n, counts, earliest)
+            return
         old = [self._stored_row(i) for i in touched.tolist()]
         old_len = np.fromiter((len(idx) for idx, _ in old), dtype=np.int64, count=len(old))
         old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _ in old] + [_EMPTY_IDX])
@@ -166,9 +170,36 @@ class Adjacency:
         self._edges += int(np.count_nonzero(upper)) - self._precounted
         if self.on_new_edges is not None and upper.any():
             self.on_new_edges(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
+        self._after_merge()
+
+    def _after_merge(self) -> None:
         self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
+
+    def _merge_rows(
+        self, touched: np.ndarray, row_of: np.ndarray, pairs: np.ndarray, n: int, counts: np.ndarray,
+        earliest: np.ndarray,
+    ) -> None:
+        """The queued pairs merged row by row (fewer numpy calls than one
+        global sort when a turn or two touch a few rows)."""
+        neighbour = (pairs % n).astype(np.int32)
+        counts = counts.astype(np.int32)
+        bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
+        new_a, new_b, new_at = [], [], []
+        for k, i in enumerate(touched.tolist()):
+            lo, hi = bounds[k], bounds[k + 1]
+            created = self._merge(i, neighbour[lo:hi], counts[lo:hi])
+            others, since = neighbour[lo:hi][created], earliest[lo:hi][created]
+            upper = others > i  # each new edge is new at both ends: report it from its lower end
+            if upper.any():
+                new_a.append(np.full(int(upper.sum()), i, dtype=np.int32))
+                new_b.append(others[upper])
+                new_at.append(since[upper])
+        self._edges += sum(len(a) for a in new_a) - self._precounted
+        if new_a and self.on_new_edges is not None:
+            self.on_new_edges(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
+        self._after_merge()
 
     def compact(self) -> None:
         """Fold every changed row back into one CSR (rows handed out stay valid)."""
@@ -241,11 +272,13 @@ class Adjacency:
         dropped = 0
         for k, i in enumerate(rows.tolist()):
             idx, cnt = self.row(i)
-            keep = ~np.isin(idx, dst[bounds[k]:bounds[k + 1]], assume_unique=True)
-            gone = len(idx) - int(np.count_nonzero(keep))
-            if gone:
-                dropped += gone
-                self._set(i, idx[keep], cnt[keep])
+            drop = dst[bounds[k]:bounds[k + 1]]
+            pos = np.searchsorted(idx, drop)
+            held = pos < len(idx)
+            held[held] = idx[pos[held]] == drop[held]
+            if held.any():
+                dropped += int(np.count_nonzero(held))
+                self._set(i, np.delete(idx, pos[held]), np.delete(cnt, pos[held]))
         self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:

@@ -36,9 +36,12 @@ Every figure is the median of several repeats, with their min and max:
   reader, without folding them (what replay costs without the fold).
 - resident_bytes_per_edge: resident memory of the query structures of the
   synthetic graph, per undirected edge.
-- forget_ms: applying a request to forget one turn of a graph of
-  forget_graph_turns simulated turns (decay ticks, consolidations, RocksDB
-  state): the graph version is re-folded from its journal without the turn;
+- forget_ms: applying (and committing) a request to forget one turn from
+  the middle of a graph of forget_graph_turns simulated turns (decay ticks,
+  consolidations, RocksDB state): the graph version is re-folded from its
+  journal without the turn; forget_after_snapshot_ms: a turn after the
+  graph's latest snapshot (taken nine tenths into its history), re-folded
+  from that snapshot's fold point (`state.fold_points`);
   journal_bytes_per_turn: the journal that makes it possible (every event
   applied to the graph, ticks included), per turn.
 
@@ -663,27 +666,36 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
 
 
 def forget_figures(days: int, repeats: int) -> dict[str, Any]:
-    from emgas.processors.events import Forget
+    from emgas.processors.events import Forget, SnapshotStarted
     from emgas.tools.simulation import GRAPH, Stream, turns
 
     stream = Stream(days=days)
+    held = list(turns(stream))
+    snapshot_at = len(held) * 9 // 10  # the graph's latest snapshot: nine tenths into its history
     with tempfile.TemporaryDirectory(prefix="emgas-bench-forget-") as tmp:
         log = LocalLog(GraphParams(), RocksStore(Path(tmp)))
-        log.extend(turns(stream))
+        log.extend(held[:snapshot_at])
+        log.append(SnapshotStarted(graph_id=GRAPH, reason="policy", timestamp=held[snapshot_at - 1].timestamp))
+        log.extend(held[snapshot_at:])
         at = log.state.repo.meta(GraphRef(GRAPH, 1)).clock
-        middle = days * stream.turns_per_day // 2  # a turn from the middle of the stream
-        timings = []
-        for i in range(repeats):
+
+        def forget_ms(turn: int, request: str) -> float:
             started = time.perf_counter()
-            log.append(Forget(graph_id=GRAPH, request_id=f"bench-{i}", timestamp=at, turn_ids=(f"t{middle + i}",)))
-            timings.append((time.perf_counter() - started) * 1000)
+            log.append(Forget(graph_id=GRAPH, request_id=request, timestamp=at, turn_ids=(f"t{turn}",)))
+            log.state.commit()
+            return (time.perf_counter() - started) * 1000
+
+        # After the snapshot first: forgetting a turn before it drops the point (it holds the turn).
+        recent = [forget_ms(len(held) - 1 - i, f"recent-{i}") for i in range(repeats)]
+        middle = len(held) // 2  # a turn from the middle of the stream
+        timings = [forget_ms(middle + i, f"bench-{i}") for i in range(repeats)]
         ref = GraphRef(GRAPH, 1)
         journal = sum(len(entry.event) for entry in log.state.repo.journal(ref))
         turns_held = log.state.repo.meta(ref).turns
         log.state.close()
     return {
-        "forget_ms": figure(timings, 1), "forget_graph_turns": turns_held,
-        "journal_bytes_per_turn": round(journal / turns_held),
+        "forget_ms": figure(timings, 1), "forget_after_snapshot_ms": figure(recent, 1),
+        "forget_graph_turns": turns_held, "journal_bytes_per_turn": round(journal / turns_held),
     }
 
 
