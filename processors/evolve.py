@@ -23,7 +23,7 @@ from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
 from emgas.processors.pruning import (
-    Edge, PairState, expired_concepts, expired_edges, isolated_by, outlived_its_edges, pair_state,
+    Edge, PairState, expired_concepts, expired_edge_keys, isolated_by, outlived_its_edges, pair_state,
 )
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Records,
@@ -129,7 +129,7 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     at, decay = event.timestamp, event.params
     listed = [s.concepts[c.id] for c in event.concepts if c.reason == "activation" and c.id in s.concepts]
     concepts = [c.id for c in expired_concepts(listed, at, decay)]
-    edges = [(e.a, e.b) for e in expired_edges(s.pairs, at, decay)]
+    edges = expired_edge_keys(s.pairs, at, decay)
     expired = set(edges)
     kept = tuple((edge, pair) for edge, pair in s.pairs.items() if edge not in expired)
     pruned = {cid: s.concepts[cid] for cid in concepts}

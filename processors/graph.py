@@ -263,14 +263,15 @@ def _window_index(t: datetime, window_s: float) -> int:
     return math.floor(seconds(t) / window_s)
 
 
-def _replaced(concept: ConceptState, update: dict) -> ConceptState:
+def _replaced(concept: ConceptState, update: dict, names: frozenset[str] | None = None) -> ConceptState:
     """`concept.model_copy(update=update)` for values already valid, without
-    pydantic's copy machinery (about 4 times faster; equal result)."""
+    pydantic's copy machinery (about 4 times faster; equal result).
+    `names`: the update's keys, when the caller has them as a set."""
     fields = concept.__dict__.copy()
     fields.update(update)
     new = _new_concept(ConceptState)
     _set(new, "__dict__", fields)
-    _set(new, "__pydantic_fields_set__", concept.__pydantic_fields_set__ | update.keys())
+    _set(new, "__pydantic_fields_set__", concept.__pydantic_fields_set__ | (names or set(update)))
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
@@ -294,6 +295,7 @@ def _new(cid: str, text: str, activation: float, at: datetime) -> ConceptState:
 _new_concept = object.__new__
 _set = object.__setattr__
 _NEW_FIELDS = frozenset({"id", "text", "count", "base_activation", "created_at", "last_accessed"})
+_MENTIONED = frozenset({"base_activation", "decayed_to", "text", "count", "created_at", "last_accessed"})
 
 
 def concept_after_mention(
@@ -325,6 +327,7 @@ def concept_after_mention(
             "created_at": min(old.created_at, at),
             "last_accessed": max(old.last_accessed, at),
         },
+        _MENTIONED,
     )
 
 

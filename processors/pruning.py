@@ -61,12 +61,21 @@ def expired_edges(
     candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams
 ) -> list[PrunedEdge]:
     """Candidate edges whose retention at `at` is below θ_e, in key order."""
-    pruned = []
-    for (a, b), pair in sorted(candidates.items()):
-        value = edge_retention((at - pair.last).total_seconds(), pair.count, params)
-        if value < params.edge_threshold:
-            pruned.append(PrunedEdge(a=a, b=b, value=value))
-    return pruned
+    return [PrunedEdge(a=a, b=b, value=value) for (a, b), value in _expired(candidates, at, params)]
+
+
+def expired_edge_keys(candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams) -> list[Edge]:
+    """The edges `expired_edges` gives, as keys only (what the fold needs)."""
+    return [edge for edge, _ in _expired(candidates, at, params)]
+
+
+def _expired(candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams) -> list[tuple[Edge, float]]:
+    """(edge, retention R at `at`) of the candidates with R below θ_e, in key order."""
+    return [
+        (edge, value)
+        for edge, pair in sorted(candidates.items())
+        if (value := edge_retention((at - pair.last).total_seconds(), pair.count, params)) < params.edge_threshold
+    ]
 
 
 def isolated_by(
