@@ -79,13 +79,17 @@ class FoldCounts:
 
 
 def fold_records(
-    state: PartitionState, records: Iterable[LogRecord], selection: Selection, counts: FoldCounts
+    state: PartitionState, records: Iterable[LogRecord], selection: Selection, counts: FoldCounts,
+    last: bool = True,
 ) -> None:
     """Apply the selected, decodable records to `state`, in order.
 
     An undecodable record is counted and skipped: on the live path it went
     to the dead-letter topic and changed nothing, so a rebuild skips it too.
-    Commits every `COMMIT_EVERY` events and after the last.
+    Commits every `COMMIT_EVERY` events (counted in `counts`) and, when
+    these are the `last` records, after them: a rebuild handing over one
+    fetched batch at a time commits at the end of the partition, not after
+    every batch (a commit rewrites every row changed since the last one).
     """
     for record in records:
         counts.read += 1
@@ -106,4 +110,5 @@ def fold_records(
             )
         if counts.read % COMMIT_EVERY == 0:
             state.commit()
-    state.commit()
+    if last:
+        state.commit()

@@ -39,9 +39,10 @@ async def rebuild_partition(
     """Fold the records of `partition` after the state's offset and before `stop`."""
     counts = FoldCounts()
     async for batch in reader.read(topic, partition, state.applied_offset + 1, stop):
-        fold_records(state, batch, selection, counts)
+        fold_records(state, batch, selection, counts, last=False)
         if progress is not None:
             progress(len(batch))
+    state.commit()
     return counts
 
 

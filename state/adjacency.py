@@ -73,7 +73,14 @@ class Adjacency:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
         if self._queued:
             self._merge_queued()
-        return self._stored_row(i)
+        # `_stored_row`, inlined: spreading activation reads rows in its inner loop.
+        changed = self._rows.get(i)
+        if changed is not None:
+            return changed
+        if i < self._base_n:
+            lo, hi = self._indptr[i], self._indptr[i + 1]
+            return self._base_idx[lo:hi], self._base_cnt[lo:hi]
+        return _EMPTY_IDX, _EMPTY_CNT
 
     def _stored_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Row i as merged so far (queued cliques not included)."""
