@@ -69,3 +69,25 @@ def test_a_long_row_changed_in_place_equals_the_changed_dict(row, changes):
     expected = changed_row("a", dict(row), changes)
     record = changed_record("a", encode_row(row), changes)
     assert record == (encode_row(expected) if expected else None)
+
+
+def test_a_state_of_the_per_pair_format_is_rebuilt_from_the_log_with_one_line(tmp_path, caplog):
+    """A partition stored by an older version (format 3: one record per pair)
+    is dropped when opened, with one warning, so recovery rebuilds it."""
+    import json
+    import logging
+
+    from emgas.processors.graph import GraphParams
+    from emgas.state.rocks import RocksStore
+    from emgas.streams.partitions import PartitionStates
+
+    old = RocksStore(tmp_path / "partition-0")
+    old.write({keys.FORMAT: json.dumps({"format": 3}).encode(), keys.OFFSET: json.dumps({"offset": 41}).encode(),
+               keys.pair(GraphRef("g", 1), "a", "b"): keys.encode_pair(2, 5)})
+    old.close()
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.partitions"):
+        state = PartitionStates(tmp_path, GraphParams()).get(0)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line == "state of partition 0 is in format 3, not 4: rebuilding it from the log"
+    assert state.applied_offset == -1 and state.repo.graph_refs() == []
+    state.close()
