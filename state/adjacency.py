@@ -73,17 +73,6 @@ class Adjacency:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
         if self._queued:
             self._merge_queued()
-        # `_stored_row`, inlined: spreading activation reads rows in its inner loop.
-        changed = self._rows.get(i)
-        if changed is not None:
-            return changed
-        if i < self._base_n:
-            lo, hi = self._indptr[i], self._indptr[i + 1]
-            return self._base_idx[lo:hi], self._base_cnt[lo:hi]
-        return _EMPTY_IDX, _EMPTY_CNT
-
-    def _stored_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row i as merged so far (queued cliques not included)."""
         changed = self._rows.get(i)
         if changed is not None:
             return changed
@@ -154,7 +143,7 @@ class Adjacency:
         if len(touched) <= _FEW_ROWS:
             self._merge_rows(touched, row_of, pairs, n, counts, earliest)
             return
-        old = [self._stored_row(i) for i in touched.tolist()]
+        old = [self.row(i) for i in touched.tolist()]  # the queue is empty now: no merge
         old_len = np.fromiter((len(idx) for idx, _ in old), dtype=np.int64, count=len(old))
         old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _ in old] + [_EMPTY_IDX])
         created = ~np.isin(pairs, old_keys, assume_unique=True)
