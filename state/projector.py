@@ -15,12 +15,12 @@ Applying an event at log offset `o`:
   core's `evolve` (`processors.evolve`: every decision is made there), and
   apply the writes it returns to the store (staged with the event, in its
   graph version's journal) and to the in-memory graph (the view).
-
-Each step is the event type's rule (`state.rules`); a type without one
-fails loudly.
 - `evolve` (or loading its slice) raising is a rejection, not a crash: the
   state is unchanged but for the offset and a record of the rejection, and
   since applying is deterministic, a replay rejects the event the same way.
+
+The guard, the slice and the evolve are the event type's rule
+(`state.rules`); a type without one fails loudly before anything else.
 
 Staged changes reach the store when `commit` writes them, with the offset,
 in one atomic batch. So every valid event changes the state exactly once,
@@ -28,9 +28,11 @@ whatever the delivery guarantees of the transport and wherever a crash
 falls between commits.
 
 Forgetting (`Forget`) re-folds each graph version that holds a forgotten
-turn from its journal, without that turn, into a scratch state with this
-same fold, and swaps the version's records for the result: the graph is
-then, bit for bit, the one whose log never held the turn.
+turn without that turn, into a scratch state with this same fold: from the
+version's latest fold point (`state.fold_points`) when that does not hold
+the turn, else from the start of its journal. It swaps the version's
+records for the result: the graph is then, bit for bit, the one whose log
+never held the turn.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import logging
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
+    LOG_EVENTS, Checkpoint, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
     TurnIngested,
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
