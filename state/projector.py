@@ -57,6 +57,7 @@ from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 from emgas.state.view import GraphView, load_view
+from emgas.state.views import Views
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,7 @@ class PartitionState:
         self.repo = GraphRepository(self.txn)
         self.ledger = Ledger(self.txn)
         self.params = params
-        self.views: dict[GraphRef, GraphView] = {
-            ref: load_view(self.repo, ref, params.decay) for ref in self.repo.graph_refs()
-        }
+        self.views = Views(self.repo.graph_refs(), lambda ref: load_view(self.repo, ref, params.decay))
         self._offset = self.repo.applied_offset()
         self._committed = self._offset
         self.last_rejection: str | None = None
@@ -235,29 +234,34 @@ class PartitionState:
             log.debug("traceback of the rejection at offset %s", offset, exc_info=True)
             self.repo.stage_rejection(offset, event.type, self.last_rejection)
             return Outcome.REJECTED
+        view = self._view_before(ref, writes)
         self.repo.apply(ref, writes, Entry(offset, raw or encode(event)) if rule.journaled else None)
-        self._apply_to_view(ref, writes, compact=rule.compacts)
+        self._apply_to_view(ref, view, writes, compact=rule.compacts)
         return Outcome.APPLIED
 
-    def _apply_to_view(self, ref: GraphRef, writes: Writes, compact: bool) -> None:
-        """Apply the writes to `ref`'s view; `compact`: then rebuild the view if
-        dead slots or stale due times outnumber live ones (after a tick).
-        A forget's versions are loaded again (or dropped); a switch changes
-        no view."""
-        if not writes:
-            return
-        first = writes[0]
-        if isinstance(first, Forgetting):
-            for erased in first.erased:
-                self.views.pop(erased, None)
-            for refolded in first.refolded:
-                self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
-            return
-        if isinstance(first, SwitchVersion):
-            return
+    def _view_before(self, ref: GraphRef, writes: Writes) -> GraphView | None:
+        """`ref`'s view as of before `writes` (loaded now if it was evicted:
+        once the store has the writes, loading it would count them twice);
+        None for a forget or a switch, which change no view incrementally."""
+        if not writes or isinstance(writes[0], (Forgetting, SwitchVersion)):
+            return None
         view = self.views.get(ref)
         if view is None:
             view = self.views[ref] = GraphView(ref, self.params.decay)
+        return view
+
+    def _apply_to_view(self, ref: GraphRef, view: GraphView | None, writes: Writes, compact: bool) -> None:
+        """Apply the writes to `view`; `compact`: then rebuild it if dead
+        slots or stale due times outnumber live ones (after a tick). A
+        forget's versions are loaded again (or dropped)."""
+        if writes and isinstance(writes[0], Forgetting):
+            for erased in writes[0].erased:
+                self.views.pop(erased, None)
+            for refolded in writes[0].refolded:
+                self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
+            return
+        if view is None:
+            return
         view.apply_all(writes)
         if compact and view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)

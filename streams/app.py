@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -157,8 +158,8 @@ def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: Parti
     metrics.recovering.set(len(recovery.assigned_partitions()) - len(ready))
     for partition in ready:
         state, label = states.get(partition), str(partition)
-        views = list(state.views.values())
-        metrics.graphs.labels(label).set(len(views))
+        views = list(state.views.loaded().values())  # evicted graphs are not loaded to be counted
+        metrics.graphs.labels(label).set(len(state.views))
         metrics.concepts.labels(label).set(sum(v.concepts for v in views))
         metrics.edges.labels(label).set(sum(v.edges for v in views))
         metrics.passages.labels(label).set(sum(len(v.place_of) for v in views))
@@ -276,8 +277,10 @@ def _register_agents(
         async def tick_graphs() -> None:
             """Ticks due by the window (missed before a restart) or by idleness."""
             wall = datetime.now(timezone.utc)
+            rounds = math.ceil(settings.evict_idle_s / settings.graph.idle_check_s)
             for partition in recovery.ready_partitions():
                 await append(states.worker(partition).on_timer(wall))
+                states.get(partition).views.evict_unused(rounds)
 
     # Queries are read outside the group, so rebalances do not pause them (`streams.serving`).
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     query_timeout_s: float = Field(default=10.0, gt=0)
     # Turns stamped further ahead of the worker's clock go to the DLQ.
     max_future_s: float = Field(default=86_400.0, gt=0)
+    # A graph's in-memory view not used (no event, query or due tick) for
+    # this long is dropped and loaded from the store on its next use
+    # (`state.views`); checked every graph.idle_check_s. 0: never.
+    evict_idle_s: float = Field(default=1800.0, ge=0)
     # The extract agent takes up to this many turns at a time (waiting at
     # most extract_batch_wait_s for them) and awaits their sends together.
     extract_batch: int = Field(default=200, ge=1, le=10_000)

@@ -1,4 +1,4 @@
-"""The fold with commits and crashes anywhere gives the graph of one clean pass.
+"""The fold with commits, crashes and evictions anywhere gives the graph of one clean pass.
 
 A generated stream (turns of two graphs in any time order, duplicates,
 the decay ticks and consolidations a worker emits for them, retrievals
@@ -6,7 +6,7 @@ and a forget) is folded twice: once in one pass with a single commit (the
 reference), once with commits after arbitrary events and crashes at
 arbitrary points (the uncommitted transaction and in-memory graph lost,
 the state reopened from the store, the events after its offset delivered
-again). Both give the same digests, and each in-memory graph equals the
+again; the in-memory graphs evicted). Both give the same digests, and each in-memory graph equals the
 one loaded from the store it serves. The rules themselves are pinned by
 the golden log's digests (`test_golden`).
 """
@@ -55,10 +55,13 @@ def stream(turns: list, boosts: list[int], forget: int | None) -> list[GraphEven
     return log.log
 
 
-def folded(events: list[GraphEvent], commits: set[int], crashes: set[int]) -> PartitionState:
+def folded(events: list[GraphEvent], commits: set[int], crashes: set[int], evictions: frozenset = frozenset()
+           ) -> PartitionState:
     """`events` applied at offsets 0.., committing after the offsets in
     `commits`; at each offset in `crashes` (once), everything not committed
-    is lost and delivery resumes after the committed offset."""
+    is lost and delivery resumes after the committed offset; after the
+    offsets in `evictions`, every in-memory graph is dropped (loaded again
+    on its next use)."""
     store = MemoryStore()
     state = PartitionState(store, PARAMS)
     crashed: set[int] = set()
@@ -73,6 +76,10 @@ def folded(events: list[GraphEvent], commits: set[int], crashes: set[int]) -> Pa
         state.apply(events[offset], offset)
         if offset in commits:
             state.commit()
+        if offset in evictions:
+            state.views.evict_unused(1)
+            state.views.evict_unused(1)  # unused for more than one round: dropped
+            assert not state.views.loaded()
         offset += 1
     state.commit()
     return state
@@ -98,8 +105,9 @@ def test_commits_and_crashes_anywhere_give_the_reference_fold(turns, boosts, for
     events = stream(turns, boosts, forget)
     offsets = st.sets(st.integers(0, len(events) - 1), max_size=6)
     commits, crashes = data.draw(offsets, "commits"), data.draw(offsets, "crashes")
+    evictions = frozenset(data.draw(offsets, "evictions"))
     reference = folded(events, set(), set())
-    state = folded(events, commits, crashes)
+    state = folded(events, commits, crashes, evictions)
     assert partition_digests(state.repo) == partition_digests(reference.repo)
     assert state.views.keys() == reference.views.keys()
     in_memory_equals_stored(state)
