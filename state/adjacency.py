@@ -163,12 +163,14 @@ class Adjacency:
             self._rows[i] = (merged_idx[lo:hi], merged_counts[lo:hi])
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
-        self._edges += int(np.count_nonzero(upper)) - self._precounted
-        if self.on_new_edges is not None and upper.any():
-            self.on_new_edges(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
-        self._after_merge()
+        self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
 
-    def _after_merge(self) -> None:
+    def _created(self, a: np.ndarray, b: np.ndarray, at: np.ndarray) -> None:
+        """After a merge: count the edges (a[k] < b[k]) it created, tell
+        `on_new_edges`, and compact the rows if changed ones outnumber the rest."""
+        self._edges += len(a) - self._precounted
+        if len(a) and self.on_new_edges is not None:
+            self.on_new_edges(a, b, at)
         self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
@@ -192,10 +194,9 @@ class Adjacency:
                 new_a.append(np.full(int(upper.sum()), i, dtype=np.int32))
                 new_b.append(others[upper])
                 new_at.append(since[upper])
-        self._edges += sum(len(a) for a in new_a) - self._precounted
-        if new_a and self.on_new_edges is not None:
-            self.on_new_edges(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
-        self._after_merge()
+        if not new_a:
+            new_a, new_b, new_at = [_EMPTY_IDX], [_EMPTY_IDX], [np.zeros(0)]
+        self._created(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
 
     def compact(self) -> None:
         """Fold every changed row back into one CSR (rows handed out stay valid)."""

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from typing import Iterable
 
 from emgas.processors.graph import GraphRef
 
@@ -83,15 +82,6 @@ def concept_passage(ref: GraphRef, cid: str, turn_id: str) -> bytes:
 def pair(ref: GraphRef, a: str, b: str) -> bytes:
     lo, hi = (a, b) if a < b else (b, a)
     return section(ref, b"p") + lo.encode() + SEP + hi.encode()
-
-
-def pair_keys(ref: GraphRef, edges: Iterable[tuple[str, str]]) -> list[bytes]:
-    """`pair(ref, a, b)` of each edge, the section prefix looked up once."""
-    prefix = section(ref, b"p")
-    return [
-        prefix + a.encode() + SEP + b.encode() if a <= b else prefix + b.encode() + SEP + a.encode()
-        for a, b in edges
-    ]
 
 
 def row(ref: GraphRef, cid: str) -> bytes:

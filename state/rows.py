@@ -40,16 +40,20 @@ def encode_row(row: Row) -> bytes:
     return _N.pack(len(ids)) + values.tobytes() + "\x00".join(ids).encode()
 
 
+def _parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
+    """The neighbour ids of a row record and its (count, last µs) values, an
+    n × 2 read-only array over the record (empty if absent)."""
+    n = _N.unpack_from(raw)[0] if raw else 0
+    if n == 0:
+        return [], np.zeros((0, 2), dtype=_VALUES)
+    values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).reshape(n, 2)
+    return raw[_N.size + 16 * n:].decode().split("\x00"), values
+
+
 def decode_row(raw: bytes | None) -> Row:
     """Neighbour id -> (count, last µs) of a row record (empty if absent)."""
-    if not raw:
-        return {}
-    (n,) = _N.unpack_from(raw)
-    if n == 0:
-        return {}
-    values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).tolist()
-    ids = raw[_N.size + 16 * n:].decode().split("\x00")
-    return dict(zip(ids, zip(values[0::2], values[1::2])))
+    ids, values = _parts(raw)
+    return dict(zip(ids, map(tuple, values.tolist())))
 
 
 class RowLookup:
@@ -57,16 +61,14 @@ class RowLookup:
     reads a few entries of rows that may hold thousands)."""
 
     def __init__(self, raw: bytes | None) -> None:
-        n = _N.unpack_from(raw)[0] if raw else 0
-        self._ids = raw[_N.size + 16 * n:].decode().split("\x00") if n else []
-        self._values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size) if n else None
+        self._ids, self._values = _parts(raw)
 
     def get(self, other: str) -> tuple[int, int] | None:
         """(count, last µs) of the edge with `other`; None if there is none."""
         ids = self._ids
         pos = bisect_left(ids, other)
         if pos < len(ids) and ids[pos] == other:
-            return int(self._values[2 * pos]), int(self._values[2 * pos + 1])
+            return int(self._values[pos, 0]), int(self._values[pos, 1])
         return None
 
 
@@ -176,8 +178,8 @@ def changed_record(cid: str, raw: bytes | None, changes: list) -> bytes | None:
     if n < _SMALL_ROW:
         row = changed_row(cid, decode_row(raw), changes)
         return encode_row(row) if row else None
-    ids = raw[_N.size + 16 * n:].decode().split("\x00")
-    values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).reshape(n, 2).copy()
+    ids, values = _parts(raw)
+    values = values.copy()
     dropped, added = [], []
     for other, (reset, count, at) in sorted(_summed(cid, changes).items()):
         pos = bisect_left(ids, other)

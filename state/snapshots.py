@@ -34,6 +34,7 @@ from typing import Iterable
 from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
+from emgas.processors.graph import GraphRef
 from emgas.state import keys
 from emgas.state.rows import Row, encode_row, upper_pairs
 from emgas.state.store import PartitionStore
@@ -64,18 +65,17 @@ def as_pairs(records: Iterable[tuple[bytes, bytes]]) -> Records:
     pairs, one record per pair (a < b), in key order: what snapshots carry,
     whatever layout the store keeps them in."""
     out: Records = []
-    rows: dict[bytes, list[tuple[str, bytes]]] = {}  # version prefix -> its rows
+    rows: dict[GraphRef, list[tuple[str, bytes]]] = {}  # version -> its rows
     for key, value in records:
-        split = _row_of(key)
+        split = _graph_key(key, b"r")
         if split is None:
             out.append((key, value))
         else:
-            rows.setdefault(split[0], []).append((split[1], value))
-    for prefix, version_rows in rows.items():
-        pair_prefix = prefix + b"p" + keys.SEP
+            ref, [cid] = split
+            rows.setdefault(ref, []).append((cid, value))
+    for ref, version_rows in rows.items():
         out.extend(
-            (pair_prefix + a.encode() + keys.SEP + b.encode(), keys.encode_pair(count, last))
-            for a, b, count, last in upper_pairs(version_rows)
+            (keys.pair(ref, a, b), keys.encode_pair(count, last)) for a, b, count, last in upper_pairs(version_rows)
         )
     if rows:
         out.sort(key=lambda record: record[0])
@@ -85,36 +85,30 @@ def as_pairs(records: Iterable[tuple[bytes, bytes]]) -> Records:
 def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
     """The inverse of `as_pairs`: pair records become their ends' rows."""
     out: Records = []
-    rows: dict[bytes, dict[str, Row]] = {}  # version prefix -> concept -> row
+    rows: dict[GraphRef, dict[str, Row]] = {}  # version -> concept -> row
     for key, value in records:
-        split = _pair_of(key)
+        split = _graph_key(key, b"p")
         if split is None:
             out.append((key, value))
             continue
-        prefix, a, b = split
-        count, last = keys.decode_pair(value)
-        version_rows = rows.setdefault(prefix, {})
-        version_rows.setdefault(a, {})[b] = (count, last)
-        version_rows.setdefault(b, {})[a] = (count, last)
-    for prefix, version_rows in rows.items():
-        out.extend((prefix + b"r" + keys.SEP + cid.encode(), encode_row(row)) for cid, row in version_rows.items())
+        ref, [a, b] = split
+        pair = keys.decode_pair(value)
+        version_rows = rows.setdefault(ref, {})
+        version_rows.setdefault(a, {})[b] = pair
+        version_rows.setdefault(b, {})[a] = pair
+    for ref, version_rows in rows.items():
+        out.extend((keys.row(ref, cid), encode_row(row)) for cid, row in version_rows.items())
     return out
 
 
-def _row_of(key: bytes) -> tuple[bytes, str] | None:
-    """(version prefix, concept) of a row key; None for any other key."""
+def _graph_key(key: bytes, kind: bytes) -> tuple[GraphRef, list[str]] | None:
+    """(graph version, the fields after the kind) of a key of that kind of
+    record of a graph version (`g 0 GRAPH 0 VERSION 0 kind 0 ...`); None
+    for any other key."""
     fields = key.split(keys.SEP)
-    if len(fields) == 5 and fields[0] == b"g" and fields[3] == b"r":
-        return keys.SEP.join(fields[:3]) + keys.SEP, fields[4].decode()
-    return None
-
-
-def _pair_of(key: bytes) -> tuple[bytes, str, str] | None:
-    """(version prefix, a, b) of a per-pair key; None for any other key."""
-    fields = key.split(keys.SEP)
-    if len(fields) == 6 and fields[0] == b"g" and fields[3] == b"p":
-        return keys.SEP.join(fields[:3]) + keys.SEP, fields[4].decode(), fields[5].decode()
-    return None
+    if len(fields) < 5 or fields[0] != b"g" or fields[3] != kind:
+        return None
+    return GraphRef(fields[1].decode(), int(fields[2])), [f.decode() for f in fields[4:]]
 
 
 class SnapshotMismatch(Exception):
