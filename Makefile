@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# Apache Kafka's jars from Maven Central (streams/broker/pom.xml), once, into
+# Apache Kafka's jars from Maven Central (streams/kafka/broker/pom.xml), once, into
 # ~/.cache/emgas: `emgas broker` and the tests then run a real Kafka (Java 17+).
 kafka: install
 	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then $(VENV)/bin/emgas broker --install; \

@@ -7,7 +7,8 @@ the wheel; in a checkout, `emgas/X` is a symbolic link to `X/`):
     emgas.processors   the pure core: events, extraction, PPMI, activation, the fold's rules
     emgas.state        storage, the partition state and the step functions
     emgas.replay       reading the log back, folding, rebuilding, verifying, digests
-    emgas.streams      Kafka: the Faust worker, the client, recovery, the CLI and the agents' interfaces
+    emgas.streams      Kafka, by role: runtime/ (the worker), interfaces/ (client, Memory API,
+                       MCP, LangChain), kafka/ (brokers, topics), cli/ (the command line)
 
 and, in a checkout of the repository only (not in the wheel or the image):
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from emgas.streams.cli import main
+from emgas.streams.cli.main import main
 
 sys.exit(main())

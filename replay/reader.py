@@ -45,7 +45,7 @@ class LogReader:
         timeout_s: float = 10.0,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
-        """`client_options`: extra aiokafka options (security, see `streams.security`)."""
+        """`client_options`: extra aiokafka options (security, see `streams.kafka.security`)."""
         self._servers = bootstrap_servers
         self._timeout_s = timeout_s
         self._consumer = AIOKafkaConsumer(

@@ -2,7 +2,7 @@
 
 It takes a log reader (`replay.reader.LogReader`) and the graph
 parameters, not the settings: the live side (the settings, the workers'
-digests for `--verify`) is `streams.admin`'s.
+digests for `--verify`) is `streams.interfaces.admin`'s.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from emgas.state.transaction import Transaction
 NO_OFFSET = -1
 FIRST_VERSION = 1
 # Version of the key layout and record formats; a store in another format
-# is rebuilt from the log (see `streams.partitions`).
+# is rebuilt from the log (see `streams.runtime.partitions`).
 STATE_FORMAT = 4  # 4: pair counts in rows (`state.rows`), not one record per pair
 
 

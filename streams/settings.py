@@ -8,19 +8,96 @@ environment. Nested parameters use `__`, e.g.
 from __future__ import annotations
 
 import json
+import os
+import ssl
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
-from emgas.streams.embedded import TopicSpec
 from emgas.streams.errors import ConfigError
-from emgas.streams.kafka_node import DEFAULT_HEAP, default_cache
-from emgas.streams.security import KafkaSecurity
+
+
+DEFAULT_HEAP = "-Xms128m -Xmx512m"  # JVM heap options of the real broker (`EMGAS_KAFKA_HEAP`)
+
+
+def default_cache() -> Path:
+    """Where `install` puts the jars: $XDG_CACHE_HOME/emgas or ~/.cache/emgas."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "emgas"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create: its name and partition count."""
+
+    name: str
+    partitions: int
+
+
+Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class KafkaSecurity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    security_protocol: Protocol = "PLAINTEXT"
+    sasl_mechanism: Mechanism = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "KafkaSecurity":
+        if self.security_protocol.startswith("SASL") and not (self.sasl_username and self.sasl_password):
+            raise ValueError(f"{self.security_protocol} needs sasl_username and sasl_password")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.uses_tls:
+            return None
+        from aiokafka.helpers import create_ssl_context
+
+        return create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile)
+
+    def aiokafka_options(self) -> dict[str, Any]:
+        """Keyword arguments for AIOKafkaProducer / Consumer / AdminClient."""
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        options: dict[str, Any] = {"security_protocol": self.security_protocol, "ssl_context": self.ssl_context()}
+        if self.security_protocol.startswith("SASL"):
+            options.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+            )
+        return options
+
+    def faust_credentials(self) -> Any:
+        """`broker_credentials` for the Faust app (None: plaintext)."""
+        import faust
+
+        if self.security_protocol.startswith("SASL"):
+            return faust.SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+                ssl_context=self.ssl_context(), mechanism=self.sasl_mechanism,
+            )
+        if self.security_protocol == "SSL":
+            return faust.SSLCredentials(self.ssl_context())
+        return None
 
 
 MOCK_FETCH_WAIT_MS = 10  # see Settings.fetch_wait_ms
@@ -77,7 +154,7 @@ class Settings(BaseSettings):
     extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
     # The apply agent applies up to this many graph events at a time (waiting
     # at most apply_batch_wait_s for them), then emits what became due and
-    # commits the partition states once (see `streams.checkpoint`).
+    # commits the partition states once (see `streams.runtime.checkpoint`).
     apply_batch: int = Field(default=500, ge=1, le=10_000)
     apply_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
     # A test hook, 0 in use: the apply agent waits this long between flushing
@@ -86,7 +163,7 @@ class Settings(BaseSettings):
     commit_hold_s: float = Field(default=0.0, ge=0, le=10)
     # A test hook, 0 in use: the worker's first n SyncGroup requests are
     # answered INVALID_REQUEST, as the embedded broker's race does
-    # (`streams.membership`: the worker must rejoin by itself).
+    # (`streams.runtime.membership`: the worker must rejoin by itself).
     fault_sync_group_errors: int = Field(default=0, ge=0, le=100)
     # Processes that run extraction, so it overlaps with Kafka and the fold
     # in the worker's own process (0: extract in the worker's event loop).
@@ -169,7 +246,7 @@ class Settings(BaseSettings):
         return http_token(self.http_token, self.http_token_file)
 
     def kafka_options(self) -> dict:
-        """Security options for every aiokafka client (see `streams.security`)."""
+        """Security options for every aiokafka client (see `streams.kafka.security`)."""
         return self.kafka.aiokafka_options()
 
     def topics(self) -> list[TopicSpec]:

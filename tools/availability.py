@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from emgas.processors.events import StatsReply
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import QueryTimeout
 from emgas.streams.settings import Settings
 

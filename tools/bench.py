@@ -140,7 +140,8 @@ from emgas.tools.walks import personalised_pagerank
 from emgas.tools.replay_bench import synthetic_turns
 from emgas.replay.fold import Selection
 from emgas.replay.reader import LogRecord
-from emgas.streams.admin import log_reader, replay
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.kafka.reader import log_reader
 from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.projector import PartitionState
@@ -151,17 +152,17 @@ from emgas.state.transaction import COMMIT_EVERY
 from emgas.state.view import GraphView
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.dynamics import DecayParams
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import (
     cpu_seconds, demo_turns, free_port, health, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph,
     wait_for_turns, wait_for_workers,
 )
-from emgas.streams.embedded import TopicSpec
+from emgas.streams.settings import TopicSpec
 from emgas.streams.errors import QueryTimeout
-from emgas.streams.local import choose, kafka_jars, start_scratch_broker
+from emgas.streams.kafka.local import choose, kafka_jars, start_scratch_broker
 from emgas.streams.settings import Settings
-from emgas.streams.snapshots import request_snapshots
+from emgas.streams.interfaces.snapshots import request_snapshots
 from emgas.tools.scaling_bench import SCALE_GRAPHS, scaling_figures
 from emgas.tools.synthetic import Shape, conversations
 

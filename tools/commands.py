@@ -1,6 +1,6 @@
 """The tool commands of `emgas`: the demo, benchmarks, evaluation, load test and simulation.
 
-This is the registration table the CLI reads (`streams.cli` finds
+This is the registration table the CLI reads (`streams.cli.main` finds
 `COMMANDS` here by module name when the tools are present: a checkout of
 the repository has them, the installed package does not).
 """
@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from emgas.streams.command import Command, OneOf, arg
+from emgas.streams.cli.command import Command, OneOf, arg
 from emgas.streams.settings import Settings
 from emgas.tools.baselines import NAMES as RETRIEVERS
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from emgas.processors.events import ActivationReply
-from emgas.streams.cli import format_reply
-from emgas.streams.client import MemoryClient
+from emgas.streams.cli.main import format_reply
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import StreamsError
-from emgas.streams.local import start_local_broker
+from emgas.streams.kafka.local import start_local_broker
 from emgas.streams.settings import Settings
 from emgas.tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
 
@@ -75,7 +75,7 @@ async def _session(settings: Settings, rounds: int) -> dict[str, Any]:
 
 
 def run_demo(settings: Settings, rounds: int = 20, kind: str | None = None) -> dict[str, Any]:
-    """The demo on this machine's broker (`streams.local`: real Kafka where
+    """The demo on this machine's broker (`streams.kafka.local`: real Kafka where
     Java and its jars are, else the mock; `kind` chooses), in a fresh home."""
     home = Path(tempfile.mkdtemp(prefix="emgas-demo-"))
     demo = settings.model_copy(update={"home": home})

@@ -19,10 +19,10 @@ import urllib.request
 from pathlib import Path
 
 from emgas.processors.events import ActivationReply, Turn
-from emgas.streams.cli import read_turns
-from emgas.streams.client import MemoryClient
+from emgas.streams.cli.main import read_turns
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import QueryTimeout
-from emgas.streams.kafka_node import free_port
+from emgas.streams.kafka.node import free_port
 from emgas.streams.settings import Settings
 
 # A seed no concept id can equal (ids are lemmatised word characters):

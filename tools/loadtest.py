@@ -21,10 +21,10 @@ from typing import Any
 
 from emgas.processors.events import ErrorReply, StatsReply
 from emgas.tools.replay_bench import synthetic_turns
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from emgas.streams.local import start_scratch_broker
+from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 
 

@@ -8,7 +8,7 @@ log it holds), a worker, publishes N turns and times:
   two Kafka hops, the fold);
 - replay: `emgas replay --all` of that log into a fresh state directory,
   which is the same code a worker runs to recover a partition it has no
-  state for (`streams.recovery` calls `replay.rebuild.rebuild_partition`);
+  state for (`streams.runtime.recovery` calls `replay.rebuild.rebuild_partition`);
 - fold only: the same records, already in memory, folded into a fresh
   RocksDB state (what replay costs without Kafka);
 - recovery: a second worker with an empty state directory takes over the
@@ -30,12 +30,13 @@ from emgas.processors.events import Turn
 from emgas.processors.graph import GraphParams
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.reader import LogRecord
-from emgas.streams.admin import log_reader, replay
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.kafka.reader import log_reader
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
-from emgas.streams.local import start_scratch_broker
+from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 
 

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emgas.processors.events import GraphEvent, Turn
-from emgas.streams.admin import log_reader
-from emgas.streams.client import MemoryClient
-from emgas.streams.local import start_scratch_broker
+from emgas.streams.kafka.reader import log_reader
+from emgas.streams.interfaces.client import MemoryClient
+from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
-from emgas.streams.snapshots import request_snapshots
+from emgas.streams.interfaces.snapshots import request_snapshots
 from emgas.tools.availability import Availability
 from emgas.tools.harness import (
     cpu_seconds, free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,

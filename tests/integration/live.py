@@ -22,7 +22,7 @@ from emgas.processors.graph import GraphParams
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import (  # noqa: F401 - wait_for_workers: the tests import it from here
     free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,
 )

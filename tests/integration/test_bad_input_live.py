@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 
 from emgas.processors.codec import encode
 from emgas.processors.events import ActivationReply
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, stop_worker
 from emgas.streams.errors import QueryTimeout
 from tests.integration.live import run, serving

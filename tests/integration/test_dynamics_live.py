@@ -12,8 +12,8 @@ from emgas.processors.events import Decay
 from emgas.processors.graph import GraphParams
 from emgas.replay.explain import explain
 from emgas.replay.fold import Selection
-from emgas.streams.admin import graph_records, replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import graph_records, replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import live_pipeline, publish_and_wait, run

@@ -13,8 +13,8 @@ import urllib.error
 import pytest
 
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.integration.live import live_pipeline, run
 from tests.integration.test_crash import stream_of_turns

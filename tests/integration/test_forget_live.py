@@ -7,8 +7,8 @@ import pytest
 
 from emgas.processors.events import ActivationReply, ErrorReply
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
 

@@ -25,8 +25,8 @@ from emgas.processors.codec import decode_graph_event, decode_request, decode_tu
 from emgas.processors.errors import DecodeError
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, wait_for_turns
 from tests.integration.live import run, serving
 from tests.integration.test_metrics import scrape, value

@@ -13,8 +13,8 @@ import pytest
 
 from emgas.processors.events import Turn
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import BrokerError, QueryTimeout
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import Live, live_pipeline, run

@@ -14,9 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emgas.streams.security import KafkaSecurity
+from emgas.streams.settings import KafkaSecurity
 from emgas.streams.settings import Settings
-from emgas.streams.topics import ensure_topics
+from emgas.streams.kafka.topics import ensure_topics
 from emgas.tools.harness import start_worker, stop_worker
 from tests.integration.live import run
 from tests.support.brokers import start_secured_kafka
@@ -93,7 +93,7 @@ def test_the_worker_cli_memory_api_mcp_and_kcat_connect_with_credentials(secured
             break
         assert time.monotonic() < deadline, query.stdout + query.stderr[-2000:]
         time.sleep(0.5)
-    from emgas.streams.memory import Memory
+    from emgas.streams.interfaces.memory import Memory
 
     with Memory(graph="sec", settings=secured.settings()) as memory:
         assert {h.turn_id for h in memory.search("Kiwi whistles", k=5).hits} >= {"1"}

@@ -8,9 +8,9 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from emgas.streams.kafka_node import KafkaCluster
+from emgas.streams.kafka.node import KafkaCluster
 from emgas.streams.settings import Settings
-from emgas.streams.topics import ensure_topics
+from emgas.streams.kafka.topics import ensure_topics
 from tests.integration.live import run
 from tests.support.brokers import TEST_HEAP, require_kafka
 
@@ -68,7 +68,7 @@ def test_an_existing_graph_events_topic_that_drops_records_is_warned_about(kafka
             await admin.close()
 
     run(made_elsewhere())
-    with caplog.at_level(logging.WARNING, logger="emgas.streams.topics"):
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.kafka.topics"):
         run(ensure_topics(settings))
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "old.graph-events has retention.ms=604800000" in warning and "set retention.ms=-1" in warning

@@ -1,4 +1,4 @@
-"""The LangChain retriever and the LangGraph store (`streams.langchain`) against a live worker."""
+"""The LangChain retriever and the LangGraph store (`streams.interfaces.langchain`) against a live worker."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
-from emgas.streams.langchain import EmgasRetriever, EmgasStore, graph_of
-from emgas.streams.memory import Memory
+from emgas.streams.interfaces.langchain import EmgasRetriever, EmgasStore, graph_of
+from emgas.streams.interfaces.memory import Memory
 
 pytestmark = pytest.mark.integration
 

@@ -188,7 +188,7 @@ def test_help_and_bad_start(tmp_path):
                                 stdin=subprocess.DEVNULL)
         assert failed.returncode == 2 and failed.stdout == "", failed
         assert failed.stderr.startswith("emgas: error: ") and reason in failed.stderr, failed.stderr
-    without_sdk = "import sys; sys.modules['mcp'] = None; from streams.cli import main; sys.exit(main(['mcp', '--graph', 'g']))"
+    without_sdk = "import sys; sys.modules['mcp'] = None; from streams.cli.main import main; sys.exit(main(['mcp', '--graph', 'g']))"
     missing = subprocess.run([sys.executable, "-c", without_sdk], env=env, cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == 2 and "pip install 'emgas[mcp]'" in missing.stderr, missing.stderr

@@ -1,9 +1,9 @@
-"""The agent-facing API (`streams.memory`) against a live worker on the embedded broker."""
+"""The agent-facing API (`streams.interfaces.memory`) against a live worker on the embedded broker."""
 
 import pytest
 
 from emgas.streams.errors import BrokerError, ConfigError
-from emgas.streams.memory import AsyncMemory, Memory, MemoryError
+from emgas.streams.interfaces.memory import AsyncMemory, Memory, MemoryError
 from emgas.streams.settings import Settings
 from tests.integration.live import run
 

@@ -8,7 +8,7 @@ cores while the group rebalances.
 import pytest
 
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
+from emgas.streams.interfaces.admin import replay
 from emgas.tools.harness import demo_turns, turns_per_graph
 from tests.integration.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run, wait_for_workers,
@@ -63,7 +63,7 @@ def test_stopping_a_worker_moves_its_graphs_and_they_answer_again(two_workers):
     import time
 
     from emgas.processors.events import StatsReply
-    from emgas.streams.client import MemoryClient
+    from emgas.streams.interfaces.client import MemoryClient
 
     graphs = [f"{prefix}{g}" for prefix in ("two-", "two-more-") for g in ("alice", "bob")]
 

@@ -18,12 +18,13 @@ from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import GraphEvent, SnapshotStarted
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
-from emgas.streams.admin import log_reader, replay
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.kafka.reader import log_reader
 from emgas.state.digest import partition_digests
 from emgas.state.snapshot_writer import SnapshotPolicy
-from emgas.streams.local import start_embedded
-from emgas.streams.partitions import PartitionStates
-from emgas.streams.recovery import Recovery
+from emgas.streams.kafka.local import start_embedded
+from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 from tests.factories import ingested
 

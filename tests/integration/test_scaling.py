@@ -12,8 +12,8 @@ import time
 import pytest
 
 from emgas.replay.fold import Selection
-from emgas.streams.admin import replay
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import replay
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.availability import Availability
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
 from tests.integration.live import live_pipeline, publish_and_wait, run, wait_for_workers

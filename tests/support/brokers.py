@@ -20,9 +20,9 @@ from typing import Literal
 
 import pytest
 
-from emgas.streams.embedded import MockCluster
-from emgas.streams.kafka_node import KafkaCluster, default_cache, find_jars, find_java, why_not_kafka
-from emgas.streams.local import start_embedded, start_with_topics
+from emgas.streams.kafka.embedded import MockCluster
+from emgas.streams.kafka.node import KafkaCluster, default_cache, find_jars, find_java, why_not_kafka
+from emgas.streams.kafka.local import start_embedded, start_with_topics
 from emgas.streams.settings import Settings
 
 TEST_HEAP = "-Xms128m -Xmx384m"
@@ -115,7 +115,7 @@ class SecuredKafka:
 
 
 def start_secured_kafka(directory: Path, keystore: Path, users: dict[str, str]) -> SecuredKafka:
-    from emgas.streams.kafka_node import KafkaNode, NodeSpec, free_port, new_cluster_id
+    from emgas.streams.kafka.node import KafkaNode, NodeSpec, free_port, new_cluster_id
 
     java, jars = require_kafka()
     port, controller, secured = free_port(), free_port(), free_port()

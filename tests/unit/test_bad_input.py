@@ -90,7 +90,7 @@ def test_a_record_without_a_value_is_refused(decode):
 
 
 def test_a_decoder_that_fails_unexpectedly_gives_a_dead_letter_not_a_dead_agent():
-    from emgas.streams.dlq import guarded
+    from emgas.streams.runtime.dlq import guarded
 
     def broken(raw: bytes):
         raise KeyError("a bug")

@@ -83,6 +83,6 @@ def test_no_broker_wide_infinite_retention_emgas_sets_it_on_graph_events():
 
 
 def test_compose_runs_the_kafka_version_emgas_broker_runs():
-    from emgas.streams.kafka_node import kafka_version
+    from emgas.streams.kafka.node import kafka_version
 
     assert COMPOSE["services"]["kafka"]["image"] == f"apache/kafka:{kafka_version()}"

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from emgas.streams.errors import BrokerError
-from emgas.streams.kafka_node import KafkaCluster, KafkaJars, NodeSpec, find_jars, kafka_version, new_cluster_id, why_not_kafka
-from emgas.streams.local import choose
+from emgas.streams.kafka.node import KafkaCluster, KafkaJars, NodeSpec, find_jars, kafka_version, new_cluster_id, why_not_kafka
+from emgas.streams.kafka.local import choose
 from emgas.streams.settings import Settings
 
 
@@ -70,7 +70,7 @@ def test_why_kafka_cannot_run(java, jars, reason):
 
 
 def test_the_mock_runs_where_kafka_cannot_and_says_why_but_kafka_asked_for_is_an_error(tmp_path, monkeypatch):
-    import emgas.streams.local as local
+    import emgas.streams.kafka.local as local
 
     monkeypatch.setattr(local, "find_java", lambda: None)
     settings = Settings(home=tmp_path, kafka_cache=tmp_path / "cache")

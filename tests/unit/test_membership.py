@@ -1,4 +1,4 @@
-"""The worker's group membership guards (streams.membership), on stand-ins for aiokafka's objects."""
+"""The worker's group membership guards (streams.runtime.membership), on stand-ins for aiokafka's objects."""
 
 import asyncio
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.errors import InvalidRequestError, KafkaError, NoError, RebalanceInProgressError
 
-from emgas.streams.membership import UNASSIGNED_SESSIONS, GroupWatch, SyncGroupGuard
+from emgas.streams.runtime.membership import UNASSIGNED_SESSIONS, GroupWatch, SyncGroupGuard
 
 
 class Coordinator:

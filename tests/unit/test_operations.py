@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from emgas.processors.codec import decode_request
 from emgas.processors.events import StatsQuery
 from emgas.streams.logs import JsonFormatter, logging_config
-from emgas.streams.security import KafkaSecurity
+from emgas.streams.settings import KafkaSecurity
 
 
 def test_plaintext_adds_no_client_options():

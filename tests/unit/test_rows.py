@@ -79,13 +79,13 @@ def test_a_state_of_the_per_pair_format_is_rebuilt_from_the_log_with_one_line(tm
 
     from emgas.processors.graph import GraphParams
     from emgas.state.rocks import RocksStore
-    from emgas.streams.partitions import PartitionStates
+    from emgas.streams.runtime.partitions import PartitionStates
 
     old = RocksStore(tmp_path / "partition-0")
     old.write({keys.FORMAT: json.dumps({"format": 3}).encode(), keys.OFFSET: json.dumps({"offset": 41}).encode(),
                keys.pair(GraphRef("g", 1), "a", "b"): keys.encode_pair(2, 5)})
     old.close()
-    with caplog.at_level(logging.WARNING, logger="emgas.streams.partitions"):
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.runtime.partitions"):
         state = PartitionStates(tmp_path, GraphParams()).get(0)
     [line] = [r.getMessage() for r in caplog.records]
     assert line == "state of partition 0 is in format 3, not 4: rebuilding it from the log"

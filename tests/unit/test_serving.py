@@ -1,11 +1,11 @@
-"""Who answers a partition's queries (streams.serving): the owners board and the hand-over."""
+"""Who answers a partition's queries (streams.runtime.serving): the owners board and the hand-over."""
 
 import asyncio
 from types import SimpleNamespace
 
 import pytest
 
-from emgas.streams.serving import Owners, QueryServer
+from emgas.streams.runtime.serving import Owners, QueryServer
 
 
 def test_the_latest_announcement_of_a_partition_names_who_answers_it():

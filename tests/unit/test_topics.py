@@ -1,5 +1,5 @@
 """Consolidation into topic nodes: deterministic, and it finds a planted cluster.
-Also (at the end) the Kafka topics emgas creates: their configs (`streams.topics`)."""
+Also (at the end) the Kafka topics emgas creates: their configs (`streams.kafka.topics`)."""
 
 import logging
 import random
@@ -12,7 +12,7 @@ from emgas.processors.events import Consolidate
 from emgas.processors.graph import GraphParams
 from emgas.processors.topics import TopicParams, propagate_labels, topics_of
 from emgas.tools.driver import LocalLog
-from emgas.streams import topics as kafka_topics
+from emgas.streams.kafka import topics as kafka_topics
 from emgas.streams.errors import BrokerError
 from emgas.streams.settings import Settings
 from tests.factories import ingested
@@ -74,7 +74,7 @@ def test_consolidation_is_a_daily_event_and_its_topics_are_stored():
     assert [t.members for t in log.state.repo.topics(log.state.view("g").ref)] == [tuple(FRAMEWORKS)]
 
 
-# --- Kafka topics (streams.topics) ---------------------------------------------
+# --- Kafka topics (streams.kafka.topics) ---------------------------------------------
 
 SETTINGS = Settings(broker="kafka:9092", replies_retention_ms=60_000, dlq_retention_ms=86_400_000)
 
@@ -176,7 +176,7 @@ async def test_a_refused_topic_is_an_error(monkeypatch):
 async def test_existing_graph_events_with_finite_retention_is_a_warning(monkeypatch, caplog, retention_ms, warned):
     names = [t.name for t in SETTINGS.topics()]
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, retention_ms))
-    with caplog.at_level(logging.WARNING, logger="emgas.streams.topics"):
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.kafka.topics"):
         await kafka_topics.ensure_topics(SETTINGS)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert bool(warnings) == warned
@@ -195,7 +195,7 @@ async def test_a_retriable_describe_error_is_asked_again(monkeypatch, caplog, un
     admin = FakeAdmin(names, "604800000", unknown_for=unknown_for, error=error)
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", admin)
     monkeypatch.setattr(kafka_topics, "_RETRY_PAUSES_S", (0, 0, 0, 0, 0, 0, None))
-    with caplog.at_level(logging.INFO, logger="emgas.streams.topics"):
+    with caplog.at_level(logging.INFO, logger="emgas.streams.kafka.topics"):
         await kafka_topics.ensure_topics(SETTINGS)
     assert any(r.levelno == logging.WARNING for r in caplog.records) == warned
     assert admin.described == asked
@@ -204,7 +204,7 @@ async def test_a_retriable_describe_error_is_asked_again(monkeypatch, caplog, un
 async def test_the_embedded_broker_without_admin_apis_is_fine_when_topics_exist(monkeypatch, caplog):
     names = [t.name for t in SETTINGS.topics()]
     monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, mock=True))
-    with caplog.at_level(logging.INFO, logger="emgas.streams.topics"):
+    with caplog.at_level(logging.INFO, logger="emgas.streams.kafka.topics"):
         await kafka_topics.ensure_topics(SETTINGS)
     assert not caplog.records
 

@@ -36,7 +36,7 @@ def test_the_wheel_holds_only_the_emgas_package_and_no_tools(wheel):
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     archive = zipfile.ZipFile(wheel)
     assert archive.read(f"{dist_info}/top_level.txt").decode().split() == ["emgas"]
-    assert "emgas = emgas.streams.cli:main" in archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert "emgas = emgas.streams.cli.main:main" in archive.read(f"{dist_info}/entry_points.txt").decode()
 
 
 def test_the_installed_wheel_imports_and_says_where_the_tools_are(wheel, tmp_path):
@@ -50,7 +50,7 @@ def test_the_installed_wheel_imports_and_says_where_the_tools_are(wheel, tmp_pat
         # As on a machine without this checkout: no editable install's finder.
         "import sys\n"
         "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '__module__', '').startswith('__editable__')]\n"
-        "import importlib.util, emgas, emgas.streams.cli as cli, emgas.processors.events\n"
+        "import importlib.util, emgas, emgas.streams.cli.main as cli, emgas.processors.events\n"
         "print(emgas.__file__)\n"
         "print(importlib.util.find_spec('emgas.tools') is None, cli.tool_commands() == ())\n"
         "print(cli._parser().epilog)\n"

@@ -1,6 +1,6 @@
 """The broker `emgas broker` and `emgas demo` run on this machine.
 
-A real Apache Kafka (one KRaft node, `streams.kafka_node`) wherever Java
+A real Apache Kafka (one KRaft node, `streams.kafka.node`) wherever Java
 and the jars are present, its records under its directory so a restart
 keeps them; otherwise librdkafka's mock cluster, which keeps about 5 MiB
 per partition and nothing once it stops (said in one line). `broker_kind`
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Literal
 
-from emgas.streams.embedded import MockCluster, TopicSpec
+from emgas.streams.kafka.embedded import MockCluster, TopicSpec
 from emgas.streams.errors import BrokerError
-from emgas.streams.kafka_node import KafkaCluster, KafkaJars, find_jars, find_java, why_not_kafka
+from emgas.streams.kafka.node import KafkaCluster, KafkaJars, find_jars, find_java, why_not_kafka
 from emgas.streams.settings import Settings
 
 MOCK_KEEPS = "the mock cluster keeps at most ~5 MiB per partition and nothing once it stops"
@@ -135,7 +135,7 @@ def start_with_topics(cluster: KafkaCluster, settings: Settings, extra: Iterable
 async def _create_topics(settings: Settings, extra: list[TopicSpec]) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    from emgas.streams.topics import ensure_topics
+    from emgas.streams.kafka.topics import ensure_topics
 
     await ensure_topics(settings)
     if not extra:

@@ -41,11 +41,11 @@ from emgas.replay.fold import Selection
 from emgas.replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
 from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
-from emgas.streams.admin import log_reader
+from emgas.streams.kafka.reader import log_reader
 from emgas.state.snapshots import LogIdentity, graph_ids
 from emgas.state.steps import PartitionWorker
-from emgas.streams.metrics import Metrics
-from emgas.streams.partitions import PartitionStates
+from emgas.streams.runtime.metrics import Metrics
+from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The graph viewer: a page served by the worker, and the JSON it reads.
 
-- `/viewer`: the page (`streams/web/viewer.html`, Cytoscape vendored from
-  npm under `streams/web/vendor`, so it works offline);
+- `/viewer`: the page (`streams/runtime/web/viewer.html`, Cytoscape vendored from
+  npm under `streams/runtime/web/vendor`, so it works offline);
 - `/api/graphs`: the graphs this worker holds (on caught-up partitions);
 - `/api/graph?graph=G&limit=N`: its N most mentioned concepts (size: base
   activation) and the strongest edges among them;

@@ -1,6 +1,6 @@
 """How a command of `emgas` is described: its name, help line, what runs it and its arguments.
 
-The parser (`streams.cli`) is built from these descriptions, the product's
+The parser (`streams.cli.main`) is built from these descriptions, the product's
 and the tools' alike.
 """
 

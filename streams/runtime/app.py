@@ -5,13 +5,13 @@
               ticks it makes due -> emgas.graph-events
 - `serve`:    emgas.queries      -> `on_request` -> the query's reply_to,
               and its reinforcement -> emgas.graph-events; read outside
-              the consumer group (`streams.serving`), so a rebalance does
+              the consumer group (`streams.runtime.serving`), so a rebalance does
               not pause queries: the previous owner of a partition answers
               until the new one has caught up and announced itself
 
 The agents decode, call one step function (`state.steps`), persist and
 emit. The apply agent takes events in batches and commits each batch as
-`streams.checkpoint` says; on a timer, the worker appends the ticks due to
+`streams.runtime.checkpoint` says; on a timer, the worker appends the ticks due to
 idle graphs: forgetting is in the log.
 
 `emgas.graph-events` and `emgas.queries` have the same partition count and
@@ -19,7 +19,7 @@ key (graph_id, murmur2), so query partition p is answered by the worker
 that holds graph-events partition p: a query meets the state of its graph. Agents decode, call
 the core, persist, emit; input that cannot be decoded goes to emgas.dlq.
 Delivery is at-least-once; the projector makes applying idempotent, and
-`streams.recovery` catches a partition's state up with the log before the
+`streams.runtime.recovery` catches a partition's state up with the log before the
 agents use it (after a crash, a restart or a rebalance).
 """
 
@@ -43,17 +43,17 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.state.snapshot_writer import SnapshotPolicy
-from emgas.streams.checkpoint import Checkpoint
-from emgas.streams.dlq import dead_letter, guarded
+from emgas.streams.runtime.checkpoint import Checkpoint
+from emgas.streams.runtime.dlq import dead_letter, guarded
 from emgas.streams.errors import ServingStopped
-from emgas.streams.faust_transport import App
+from emgas.streams.runtime.faust_transport import App
 from emgas.streams.http_auth import aiohttp_guard
-from emgas.streams.membership import GroupWatch, guard_sync_groups, watch_group
-from emgas.streams.metrics import Metrics, register_pages
-from emgas.streams.viewer import register_viewer
-from emgas.streams.partitions import PartitionStates
-from emgas.streams.recovery import Recovery
-from emgas.streams.serving import QueryServer
+from emgas.streams.runtime.membership import GroupWatch, guard_sync_groups, watch_group
+from emgas.streams.runtime.metrics import Metrics, register_pages
+from emgas.streams.runtime.viewer import register_viewer
+from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.recovery import Recovery
+from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_credentials=settings.kafka.faust_credentials(),
         fetch_max_wait_ms=settings.fetch_wait_ms(),
         datadir=str(data_dir / "faust"),
-        topic_allow_declare=False,  # topics are created up front (streams.topics)
+        topic_allow_declare=False,  # topics are created up front (streams.kafka.topics)
         topic_disable_leader=True,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
@@ -282,7 +282,7 @@ def _register_agents(
                 await append(states.worker(partition).on_timer(wall))
                 states.get(partition).views.evict_unused(rounds)
 
-    # Queries are read outside the group, so rebalances do not pause them (`streams.serving`).
+    # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
         return await app.producer.send_and_wait(topic, key, value, partition, None, None)
 
@@ -300,7 +300,7 @@ def _register_agents(
         thread.thread_loop.call_soon_threadsafe(thread._consumer.unsubscribe)
 
     async def hand_over() -> None:
-        """What `emgas worker` does on SIGTERM before it stops (streams.worker): hand the
+        """What `emgas worker` does on SIGTERM before it stops (streams.runtime.worker): hand the
         partitions over, then answer nothing more, before Faust stops the producer."""
         try:
             await server.hand_over(leave_group, settings.hand_over_s)

@@ -10,12 +10,12 @@ import tempfile
 import faust
 
 from emgas.state.retrieval import warm_up
-from emgas.streams.app import FATAL, create_app
+from emgas.streams.runtime.app import FATAL, create_app
 from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
 from emgas.streams.logs import logging_config, quiet_transient_kafka_errors
-from emgas.streams.topics import ensure_topics
+from emgas.streams.kafka.topics import ensure_topics
 
 
 def where(settings: Settings) -> str:

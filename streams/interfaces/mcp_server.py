@@ -38,7 +38,7 @@ from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
 from emgas.streams.http_auth import asgi_guard, check_exposure
-from emgas.streams.memory import AsyncMemory, MemoryError, empty_note
+from emgas.streams.interfaces.memory import AsyncMemory, MemoryError, empty_note
 from emgas.streams.settings import Settings
 
 log = logging.getLogger("emgas.mcp")

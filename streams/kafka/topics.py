@@ -16,7 +16,7 @@ from aiokafka.errors import (
 )
 
 from emgas.streams.errors import BrokerError
-from emgas.streams.security import connection_reasons, unreachable
+from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)

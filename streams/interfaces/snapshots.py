@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from emgas.processors.events import DigestReply, SnapshotStarted
 from emgas.replay.errors import ReplayError
 from emgas.replay.logstate import latest_checkpoint
-from emgas.streams.admin import live_digests, log_reader
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.admin import live_digests
+from emgas.streams.kafka.reader import log_reader
+from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.settings import Settings
 
 

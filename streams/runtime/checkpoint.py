@@ -13,7 +13,7 @@ A batch of graph events is applied to the partition states' transactions
    the consumer offsets later.
 
 A crash before 3 loses nothing: the state is still at its last commit,
-and recovery (`streams.recovery`) reads the log again from the state's own
+and recovery (`streams.runtime.recovery`) reads the log again from the state's own
 offset (not the consumer group's), applying each event once; an emitted
 tick produced twice is skipped by the fold as a duplicate. A crash after 3
 and before 4 redelivers events at or below the state's offset, which the

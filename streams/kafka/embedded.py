@@ -19,17 +19,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from emgas.streams.errors import BrokerError
+from emgas.streams.settings import TopicSpec
 
 _RD_KAFKA_PRODUCER = 0
 _ERRSTR_LEN = 512
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """A topic to create: its name and partition count."""
-
-    name: str
-    partitions: int
 
 
 def _find_librdkafka() -> str:

@@ -1,7 +1,7 @@
 """A real Apache Kafka on this machine: KRaft nodes run from Maven Central's jars.
 
 The broker is `org.apache.kafka:kafka_2.13` with its dependencies and a
-log4j2 binding (`streams/broker/pom.xml`, the version pinned there), run
+log4j2 binding (`streams/kafka/broker/pom.xml`, the version pinned there), run
 as plain JVMs: `kafka.tools.StorageTool format`, then `kafka.Kafka`. The
 jars are resolved once (`install`, i.e. `emgas broker --install` or
 `make kafka`) into a cache outside the checkout, or taken from a Kafka
@@ -29,27 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emgas.streams.errors import BrokerError
+from emgas.streams.settings import DEFAULT_HEAP, default_cache
 
 HERE = Path(__file__).parent / "broker"
 POM = HERE / "pom.xml"
 LOG_CONFIG = HERE / "log4j2.properties"
 STARTED = "Kafka Server started"
 # Heap of one node: enough for tests and a laptop's memory, bounded.
-DEFAULT_HEAP = "-Xms128m -Xmx512m"
 _JVM_FLAGS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
 
 
 def kafka_version() -> str:
-    """The Kafka version `streams/broker/pom.xml` pins."""
+    """The Kafka version `streams/kafka/broker/pom.xml` pins."""
     found = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    assert found, "streams/broker/pom.xml names no kafka.version"
+    assert found, "streams/kafka/broker/pom.xml names no kafka.version"
     return found.group(1)
-
-
-def default_cache() -> Path:
-    """Where `install` puts the jars: $XDG_CACHE_HOME/emgas or ~/.cache/emgas."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "emgas"
 
 
 @dataclass(frozen=True)

@@ -19,24 +19,13 @@ from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitche
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
-from emgas.replay.reader import LogReader, LogRecord
+from emgas.replay.reader import LogRecord
 from emgas.replay.rebuild import Progress
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
 from emgas.replay.verify import differences
-from emgas.streams.client import MemoryClient
+from emgas.streams.interfaces.client import MemoryClient
+from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import Settings
-
-
-
-def log_reader(settings: Settings) -> LogReader:
-    """A reader of the configured broker, with its security options.
-
-    Its fetch wait is the reader's own short one (10 ms), not
-    `EMGAS_FETCH_MAX_WAIT_MS`: it reads known ranges of the log (recovery,
-    snapshots, replay), and its idle fetches, at the end of a range, are
-    waited out in full on either broker (with 500 ms, a takeover from a
-    snapshot took 9.9 s instead of 4.3)."""
-    return LogReader(settings.bootstrap_servers(), client_options=settings.kafka_options())
 
 
 def _checked(reply: Reply) -> DigestReply:

@@ -39,11 +39,11 @@ from aiokafka.errors import KafkaError
 from emgas.processors.codec import decode_request, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
-from emgas.streams.dlq import guarded
+from emgas.streams.runtime.dlq import guarded
 from emgas.streams.errors import ServingStopped
-from emgas.streams.metrics import Metrics
-from emgas.streams.partitions import PartitionStates
-from emgas.streams.recovery import Recovery
+from emgas.streams.runtime.metrics import Metrics
+from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)

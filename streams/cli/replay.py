@@ -16,7 +16,7 @@ from emgas.replay.digests import format_digests
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
 from emgas.replay.run import ReplayResult
-from emgas.streams.admin import Derivation, derive_from_turns, live_digests, replay, switch_version
+from emgas.streams.interfaces.admin import Derivation, derive_from_turns, live_digests, replay, switch_version
 from emgas.streams.settings import Settings
 
 T = TypeVar("T")
@@ -134,7 +134,7 @@ def run_explain(settings: Settings, args: argparse.Namespace) -> int:
     """Print a concept's history; 1 if the graph never held it."""
     from emgas.processors.extract import normalise
     from emgas.replay.explain import explain, format_steps
-    from emgas.streams.admin import graph_records
+    from emgas.streams.interfaces.admin import graph_records
 
     records = asyncio.run(graph_records(settings, args.graph))
     candidates = list(dict.fromkeys([args.concept, args.concept.lower(), normalise(args.concept, "en")]))

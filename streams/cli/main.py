@@ -26,9 +26,9 @@ from emgas.processors.errors import CoreError, DecodeError
 from emgas.processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
-from emgas.streams.client import MemoryClient, forget_request
-from emgas.streams.memory import empty_note
-from emgas.streams.command import Arg, Command, OneOf, arg
+from emgas.streams.interfaces.client import MemoryClient, forget_request
+from emgas.streams.interfaces.memory import empty_note
+from emgas.streams.cli.command import Arg, Command, OneOf, arg
 from emgas.streams.errors import InputFileError, StreamsError
 from emgas.streams.settings import Settings
 
@@ -111,9 +111,9 @@ def _number_type(name: str) -> Any:
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:
-    """Run this machine's broker in the foreground until SIGINT/SIGTERM (see `streams.local`)."""
-    from emgas.streams.kafka_node import install
-    from emgas.streams.local import remove_broker_file, start_local_broker, write_broker_file
+    """Run this machine's broker in the foreground until SIGINT/SIGTERM (see `streams.kafka.local`)."""
+    from emgas.streams.kafka.node import install
+    from emgas.streams.kafka.local import remove_broker_file, start_local_broker, write_broker_file
 
     if args.install:
         jars = install(settings.kafka_cache)
@@ -136,7 +136,7 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.worker import run_worker
+    from emgas.streams.runtime.worker import run_worker
 
     run_worker(settings, loglevel=args.loglevel.upper())
     return 0
@@ -218,7 +218,7 @@ def format_reply(reply: Reply) -> str:
 
 def _digest(settings: Settings, args: argparse.Namespace) -> int:
     from emgas.replay.digests import digests_of_dir, format_digests
-    from emgas.streams.admin import live_digests
+    from emgas.streams.interfaces.admin import live_digests
 
     if args.state_dir:
         digests = digests_of_dir(args.state_dir, args.graph, settings.graph)
@@ -234,13 +234,13 @@ def _digest(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.replay_cli import run_replay
+    from emgas.streams.cli.replay import run_replay
 
     return run_replay(settings, args)
 
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.snapshots import request_snapshots
+    from emgas.streams.interfaces.snapshots import request_snapshots
 
     result = asyncio.run(request_snapshots(settings, args.graph, args.wait or None))
     for graph, (partition, offset) in sorted(result.markers.items()):
@@ -314,13 +314,13 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _explain(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.replay_cli import run_explain
+    from emgas.streams.cli.replay import run_explain
 
     return run_explain(settings, args)
 
 
 def _switch(settings: Settings, args: argparse.Namespace) -> int:
-    from emgas.streams.replay_cli import run_switch
+    from emgas.streams.cli.replay import run_switch
 
     return run_switch(settings, args)
 
@@ -328,7 +328,7 @@ def _switch(settings: Settings, args: argparse.Namespace) -> int:
 def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     """Imported here: the MCP SDK is an extra (`emgas[mcp]`), the rest works without it."""
     try:
-        from emgas.streams.mcp_server import serve
+        from emgas.streams.interfaces.mcp_server import serve
     except ImportError as exc:
         if not (exc.name or "").startswith("mcp"):
             raise

@@ -1,0 +1,1 @@
+"""The `emgas` command line (`main`), built from command descriptions (`command`)."""

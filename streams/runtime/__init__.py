@@ -1,0 +1,1 @@
+"""The worker runtime: the Faust app and its agents, recovery, serving, membership, checkpoints, metrics."""
