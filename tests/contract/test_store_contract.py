@@ -10,7 +10,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.state.view import load_view
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 G = GraphRef("g", 1)
 

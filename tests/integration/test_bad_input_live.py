@@ -13,9 +13,9 @@ from emgas.processors.events import ActivationReply
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, stop_worker
 from emgas.streams.errors import QueryTimeout
-from tests.integration.live import run, serving
-from tests.integration.test_metrics import scrape, value
-from tests.unit.test_bad_input import QUERY, QUERY_ROWS, TURN, TURN_ROWS, raw
+from tests.support.live import run, serving
+from tests.support.metrics import scrape, value
+from tests.support.bad_input import QUERY, QUERY_ROWS, TURN, TURN_ROWS, raw
 
 pytestmark = pytest.mark.integration
 

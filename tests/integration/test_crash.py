@@ -8,26 +8,16 @@ from collections import Counter
 
 import pytest
 
-from emgas.processors.events import Turn
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from emgas.tools.harness import turns_per_graph, wait_for_turns
 from emgas.streams.errors import QueryTimeout
-from tests.integration.live import live_pipeline, publish_and_wait, run
+from tests.support.live import live_pipeline, publish_and_wait, run
+from tests.support.turns import GRAPHS, stream_of_turns
 
 pytestmark = pytest.mark.integration
-GRAPHS = 6
-ROUNDS = 10  # 34 demo turns x 10 rounds = 340 turns over 6 graphs
 ASKERS = 4  # concurrent query loops, each about 20 queries/s while answered
-
-
-def stream_of_turns() -> list[Turn]:
-    turns = []
-    for r in range(ROUNDS):
-        for i, t in enumerate(demo_turns()):
-            turns.append(t.model_copy(update={"graph_id": f"crash-{(i + r) % GRAPHS}", "turn_id": f"{t.turn_id}-r{r}"}))
-    return turns
 
 
 async def applied_turns(client: MemoryClient) -> int:

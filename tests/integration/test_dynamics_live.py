@@ -16,7 +16,7 @@ from emgas.streams.interfaces.admin import graph_records, replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import demo_turns, turns_per_graph
-from tests.integration.live import live_pipeline, publish_and_wait, run
+from tests.support.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration
 

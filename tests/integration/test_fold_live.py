@@ -12,8 +12,8 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
-from tests.integration.live import live_pipeline, run
-from tests.integration.test_metrics import scrape, value
+from tests.support.live import live_pipeline, run
+from tests.support.metrics import scrape, value
 from tests.support.rule_bug import POISON, environment as rule_bug_environment, install
 
 pytestmark = pytest.mark.integration

@@ -28,8 +28,8 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, wait_for_turns
-from tests.integration.live import run, serving
-from tests.integration.test_metrics import scrape, value
+from tests.support.live import run, serving
+from tests.support.metrics import scrape, value
 
 pytestmark = pytest.mark.integration
 SEED = 20261121

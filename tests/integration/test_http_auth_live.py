@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from emgas.tools.harness import free_port, start_worker, stop_worker
-from tests.integration.live import live_pipeline
+from tests.support.live import live_pipeline
 
 pytestmark = pytest.mark.integration
 TOKEN = "s3cret-token-for-the-test-0123456789"
@@ -95,7 +95,7 @@ def test_mcp_over_http_answers_only_with_the_token(pipeline, tmp_path):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from tests.integration.test_mcp import server_env, wait_for_port
+    from tests.support.servers import server_env, wait_for_port
 
     port = free_port()
     token_file = tmp_path / "token"

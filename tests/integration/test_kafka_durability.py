@@ -17,7 +17,7 @@ from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import BrokerError, QueryTimeout
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
-from tests.integration.live import Live, live_pipeline, run
+from tests.support.live import Live, live_pipeline, run
 
 pytestmark = pytest.mark.integration
 GRAPHS = 6

@@ -18,7 +18,7 @@ from emgas.streams.settings import KafkaSecurity
 from emgas.streams.settings import Settings
 from emgas.streams.kafka.topics import ensure_topics
 from emgas.tools.harness import start_worker, stop_worker
-from tests.integration.live import run
+from tests.support.live import run
 from tests.support.brokers import start_secured_kafka
 from tests.support.tls import make_certificates
 

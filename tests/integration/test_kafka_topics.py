@@ -11,7 +11,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from emgas.streams.kafka.node import KafkaCluster
 from emgas.streams.settings import Settings
 from emgas.streams.kafka.topics import ensure_topics
-from tests.integration.live import run
+from tests.support.live import run
 from tests.support.brokers import TEST_HEAP, require_kafka
 
 pytestmark = pytest.mark.integration

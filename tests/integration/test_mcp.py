@@ -2,10 +2,8 @@
 drives the server over stdio and over streamable HTTP, as an agent would."""
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from emgas.tools.harness import free_port  # noqa: E402
+from tests.support.servers import server_env, wait_for_port  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +27,6 @@ DOG = "I adopted a greyhound called Pretzel last week"
 WORK = "The quarterly report for the Lisbon office is due on Friday"
 MUSIC = "My sister plays the cello in an orchestra in Leeds"
 DEADLINE_S = 120  # for a whole scenario; the first remember waits for the worker to create the graph
-
-
-def server_env(settings, home: Path) -> dict[str, str]:
-    """The server finds the pipeline's broker like any client: EMGAS_BROKER, EMGAS_HOME."""
-    return {**os.environ, "EMGAS_BROKER": settings.bootstrap_servers(), "EMGAS_HOME": str(home),
-            "EMGAS_QUERY_TIMEOUT_S": "20"}
 
 
 async def call(session: ClientSession, tool: str, **arguments):
@@ -199,17 +192,3 @@ async def http_session(url: str):
     async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
-
-
-def wait_for_port(process: subprocess.Popen, port: int, deadline_s: float) -> None:
-    """Until the server accepts connections (it fails the test if it exits first)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        assert process.poll() is None, f"emgas mcp exited with {process.returncode}"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"emgas mcp not listening on {port} within {deadline_s:g} s") from None
-            time.sleep(0.1)

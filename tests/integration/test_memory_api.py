@@ -5,7 +5,7 @@ import pytest
 from emgas.streams.errors import BrokerError, ConfigError
 from emgas.streams.interfaces.memory import AsyncMemory, Memory, MemoryError
 from emgas.streams.settings import Settings
-from tests.integration.live import run
+from tests.support.live import run
 
 pytestmark = pytest.mark.integration
 

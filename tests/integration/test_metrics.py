@@ -3,11 +3,8 @@
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -15,27 +12,10 @@ from aiokafka import AIOKafkaProducer
 from emgas.processors.events import ActivationReply
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns
-from tests.integration.live import run, serving
+from tests.support.live import run, serving
+from tests.support.metrics import scrape, value
 
 pytestmark = pytest.mark.integration
-
-
-def scrape(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def value(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels`."""
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(rf"^{name}(?:{{(.*)}})? (\S+)$", line)
-        if match and all(f'{k}="{v}"' in (match.group(1) or "") for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
 
 
 def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):

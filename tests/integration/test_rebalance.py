@@ -10,7 +10,7 @@ import pytest
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.tools.harness import demo_turns, turns_per_graph
-from tests.integration.live import (
+from tests.support.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run, wait_for_workers,
 )
 

@@ -19,7 +19,7 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import derive_from_turns, replay, switch_version
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
-from tests.integration.live import (
+from tests.support.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )
 

@@ -26,7 +26,7 @@ from emgas.streams.kafka.local import start_embedded
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 pytestmark = pytest.mark.integration
 FILLER_BYTES = 60_000  # a duplicate turn this big: 100 of them pass the mock's 5 MiB

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from emgas.tools.harness import demo_turns
-from tests.integration.live import serving
+from tests.support.live import serving
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).parents[2]

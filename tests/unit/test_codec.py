@@ -7,7 +7,7 @@ import pytest
 from emgas.processors.codec import decode_graph_event, decode_query, decode_reply, decode_request, decode_turn, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import DigestQuery, ErrorReply
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 TURN = {"graph_id": "u1", "turn_id": "t1", "speaker": "alice", "text": "hi there", "timestamp": "2026-01-01T10:00:00Z"}
 

@@ -10,7 +10,7 @@ from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.scheduler import Scheduler
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)
 # Half-life 1 day, concepts below 0.1 go; edges: S = 1 day per co-occurrence, below 0.05 go.

@@ -13,7 +13,7 @@ from emgas.state.digest import graph_digest, partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 G = GraphRef("g", 1)
 TURNS = [

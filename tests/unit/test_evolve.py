@@ -15,7 +15,7 @@ from emgas.processors.writes import (
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Passage, on_grid
 from emgas.processors.pruning import PairState
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)
 DECAY = DecayParams(model="exponential", half_life_s=DAY_S, concept_threshold=0.1, edge_stability_s=DAY_S)

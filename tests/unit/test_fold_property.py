@@ -24,7 +24,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.view import load_view
 from emgas.tools.driver import LocalLog
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 # Short lifetimes, so ticks prune concepts, edges and passages within the stream.
 PARAMS = GraphParams(

@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from emgas.processors.activation import ActivationParams
 from emgas.processors.codec import decode_graph_event, encode
-from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import ActivationQuery, Forget, GraphEvent, SnapshotStarted, TurnIngested
 from emgas.processors.extract import ExtractionParams
@@ -21,13 +20,11 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
-from tests.factories import T0, ingested
+from tests.support.factories import FAST, T0, VOCAB, ingested
 
 ASKED = T0 + timedelta(days=400)
 G = GraphRef("g", 1)
 STATIC = GraphParams(window_s=0, consolidate_every_s=0)
-# Ten times faster than the defaults, so a few simulated weeks tick, prune and consolidate.
-FAST = GraphParams(decay=DecayParams(half_life_s=3 * DAY_S, edge_stability_s=3 * DAY_S))
 
 
 def forget(graph: str, *turn_ids: str, request: str = "f1", whole: bool = False) -> Forget:
@@ -178,7 +175,6 @@ def test_explain_tells_when_a_concept_went_with_a_forgotten_turn(lived):
     assert "request mid forgot turns t0, t100; removed" in steps[-1].detail
 
 
-VOCAB = ["kafka", "lag", "rust", "flink", "jvm", "go"]
 turn_specs = st.lists(
     st.tuples(
         st.dictionaries(st.sampled_from(VOCAB), st.floats(0.05, 1.0), min_size=1, max_size=4),

@@ -8,7 +8,7 @@ from emgas.processors.events import Concept
 from emgas.processors.evolve import Slice, evolve
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.writes import AddPassage, CoOccur, PutConcept, of_type
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 
 class TurnWrites:

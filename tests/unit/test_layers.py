@@ -1,6 +1,7 @@
 """The import contracts in pyproject.toml hold: layers point down, the core imports no
 clients, and inside streams/ the roles point down (cli <- runtime | interfaces <- kafka)."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -21,3 +22,11 @@ def test_lint_imports_keeps_every_contract():
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert len(contracts) == 3
     assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
+
+
+def test_test_modules_share_helpers_only_through_tests_support():
+    """A helper two test modules need lives in tests/support, not in one of them."""
+    imports = re.compile(r"^\s*(?:from|import) tests\.(unit|integration|e2e|contract|browser)\b", re.M)
+    offenders = [str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("*.py")
+                 if "node_modules" not in path.parts and imports.search(path.read_text())]
+    assert offenders == []

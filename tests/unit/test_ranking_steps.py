@@ -21,7 +21,7 @@ from emgas.processors.extract import ExtractionParams, extractor_id, ingest, que
 from emgas.processors.graph import GraphParams
 from emgas.state.retrieval import answer
 from emgas.tools.driver import LocalLog
-from tests.factories import T0
+from tests.support.factories import T0
 
 OFF = ActivationParams(context_weight=0.0, speaker_boost=0.0, session_weight=0.0)
 

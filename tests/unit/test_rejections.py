@@ -17,7 +17,7 @@ from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.tools.harness import demo_turns
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 from tests.support.rule_bug import POISON, RuleBug, install
 
 G = GraphRef("g", 1)

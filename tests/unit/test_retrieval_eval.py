@@ -9,7 +9,7 @@ from emgas.processors.extract import ExtractionParams, ingest
 from emgas.tools.lexical import BM25
 from emgas.tools.walks import maibot_activation, personalised_pagerank
 from emgas.tools.evaluation import score, summarise
-from tests.factories import T0
+from tests.support.factories import T0
 
 
 @pytest.mark.parametrize(

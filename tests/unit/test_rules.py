@@ -15,7 +15,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.rules import RULES, UnregisteredEvent, rule_for
 from emgas.state.view import GraphView
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)
 

@@ -20,8 +20,8 @@ from emgas.state.projector import Outcome, PartitionState
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.state.snapshots import LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, unpack
 from emgas.state.steps import PartitionWorker
-from tests.factories import T0, ingested
-from tests.unit.test_forget import FAST, VOCAB
+from tests.support.factories import T0, ingested
+from tests.support.factories import FAST, VOCAB
 
 AT = T0 + timedelta(days=500)
 

@@ -10,7 +10,7 @@ from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.steps import PartitionWorker
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
 

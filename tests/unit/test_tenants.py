@@ -11,7 +11,7 @@ from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.retrieval import answer
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 WORDS = [f"w{i}" for i in range(12)]  # every graph draws from the same words
 GRAPHS = ["a", "b", "c"]

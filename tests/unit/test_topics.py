@@ -15,7 +15,7 @@ from emgas.tools.driver import LocalLog
 from emgas.streams.kafka import topics as kafka_topics
 from emgas.streams.errors import BrokerError
 from emgas.streams.settings import Settings
-from tests.factories import ingested
+from tests.support.factories import ingested
 
 FRAMEWORKS = ["angular", "react", "svelte", "vue"]
 

@@ -16,7 +16,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
-from tests.factories import T0, ingested
+from tests.support.factories import T0, ingested
 
 ALL_KEYS = [b"a", b"a\x00x", b"a\x00y", b"b", b"b\x00z", b"c"]
 KEYS = st.sampled_from(ALL_KEYS)
