@@ -94,8 +94,8 @@ def terms(text: str) -> list[str]:
 def weights(text: str) -> dict[str, float]:
     """term -> tf · idf, where tf counts a word 1 and a bigram BIGRAM_WEIGHT per
     occurrence and idf is jieba's (natural log; unknown terms: the median)."""
-    tf: Counter[str] = Counter(words(text))
+    tf: dict[str, float] = dict(Counter(words(text)))
     for pair in bigrams(text):
-        tf[pair] += BIGRAM_WEIGHT
+        tf[pair] = tf.get(pair, 0) + BIGRAM_WEIGHT
     table = jieba.analyse.default_tfidf
     return {term: count * table.idf_freq.get(term, table.median_idf) for term, count in tf.items()}

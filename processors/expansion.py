@@ -104,7 +104,7 @@ def similar_seeds(
         return seeds
     cosines = word_vectors @ concept_vectors.T  # words × concepts
     for word, row in zip(words, cosines):
-        near = np.flatnonzero(row >= SIMILAR_MIN_COSINE)
+        near: list[int] = np.flatnonzero(row >= SIMILAR_MIN_COSINE).tolist()
         ranked = sorted(near, key=lambda i: (-float(row[i]), concept_ids[i]))
         chosen = [concept_ids[i] for i in ranked if concept_ids[i] != word and allowed(concept_ids[i])]
         chosen = chosen[:SIMILAR_PER_WORD]

@@ -29,7 +29,7 @@ from emgas.processors.graph import ConceptState, activation_at
 class PairState(NamedTuple):
     """A co-occurrence count c(x, y) and the event time of its last co-occurrence."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # the pair's count, shadowing tuple.count on purpose
     last: datetime
 
 

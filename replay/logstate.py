@@ -115,11 +115,11 @@ async def check_log(
                         + (f"this one ends at offset {end - 1}" if end else "this one is empty"), None)
     # The record the state saw start its log, where it still is, names the log for sure.
     confirmed = identity is not None and start <= identity.genesis < end
-    if confirmed and not await _names(reader, topic, partition, identity.genesis, identity.log_id):
+    if identity is not None and confirmed and not await _names(reader, topic, partition, identity.genesis, identity.log_id):
         found = await log_identity(reader, topic, partition, start, end)
         return LogCheck(LogStatus.RESET, reset + f"offset {identity.genesis} does not hold the start of log "
                         f"{identity.log_id} (this log is {found or 'unnamed'})", found)
-    found = identity.log_id if confirmed else await log_identity(reader, topic, partition, start, end)
+    found = identity.log_id if identity is not None and confirmed else await log_identity(reader, topic, partition, start, end)
     if empty:
         return LogCheck(LogStatus.NEW, "no local state", found)
     if identity is not None and found is not None and found != identity.log_id:

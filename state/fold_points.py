@@ -25,6 +25,7 @@ from emgas.processors.graph import GraphRef
 from emgas.state import keys
 from emgas.state.snapshots import Records, pack, unpack
 from emgas.state.store import PartitionStore
+from emgas.state.transaction import Transaction
 
 PREFIX = b"u" + keys.SEP
 _HEADER = struct.Struct(">qI")
@@ -61,7 +62,7 @@ def load(store: PartitionStore, ref: GraphRef) -> FoldPoint | None:
     return FoldPoint(as_of, frozenset(json.loads(raw[start:start + length])), raw[start + length:])
 
 
-def drop_graph(store: PartitionStore, graph_id: str) -> None:
+def drop_graph(store: Transaction, graph_id: str) -> None:
     """Drop the fold points of every version of `graph_id`."""
     for point_key, _ in list(store.scan(keys.graph_keyed(PREFIX, graph_id))):
         store.put(point_key, None)

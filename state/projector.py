@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
+    LOG_EVENTS, Checkpoint, ContentEvent, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
     TurnIngested,
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
@@ -104,7 +105,7 @@ class PartitionState:
         """The view of `graph_id` at `version` (default: the active one)."""
         return self.views.get(self.ref(graph_id, version))
 
-    def ref_of(self, event: GraphEvent) -> GraphRef:
+    def ref_of(self, event: ContentEvent | SnapshotStarted | Snapshot) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
         if isinstance(event, GraphVersionSwitched):
             return GraphRef(event.graph_id, event.version)
@@ -123,7 +124,7 @@ class PartitionState:
         self._offset = offset
         return outcome
 
-    def _graph_event(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
+    def _graph_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
         rule = rule_for(event)  # before anything: a type without a rule is never skipped or recorded
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
@@ -174,7 +175,8 @@ class PartitionState:
             return Outcome.REJECTED
         self.restore(graph_id, records)
         for recorded_at, raw in done.recorded:
-            self._graph_event(decode_graph_event(raw), recorded_at, None, raw)
+            event = cast(ContentEvent, decode_graph_event(raw))  # the ledger records only graph content events
+            self._graph_event(event, recorded_at, None, raw)
         return Outcome.SNAPSHOT_COMPLETED
 
     def _keep_fold_points(self, graph_id: str, as_of: int) -> None:

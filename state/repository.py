@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import TopicNode
@@ -102,7 +102,7 @@ class GraphRepository:
 
     def turn_ids(self, ref: GraphRef) -> set[str]:
         """Every turn applied to the graph version: passages held and pruned."""
-        ids = set()
+        ids: set[str] = set()
         for kind in (b"t", b"f"):
             prefix = keys.section(ref, kind)
             ids.update(key[len(prefix):].decode() for key, _ in self.store.scan(prefix))
@@ -176,7 +176,7 @@ class GraphRepository:
     def passages_starting(self, ref: GraphRef, prefix: str, limit: int) -> dict[str, Passage]:
         """Up to `limit` passages whose turn id starts with `prefix`, in turn id order."""
         section = keys.section(ref, b"t")
-        found = {}
+        found: dict[str, Passage] = {}
         for key, raw in self.store.scan(section + prefix.encode()):
             if len(found) >= limit:
                 break
@@ -268,7 +268,7 @@ class GraphRepository:
         if forgetting.clear_active:
             put(keys.active(graph_id), None)
 
-    _stages = {
+    _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
         CoOccur: _co_occur, RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
         PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,

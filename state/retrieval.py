@@ -75,7 +75,10 @@ def find_seeds(
     is English) seeds its nearest concepts (`similar_seeds`, half a seed)."""
     parts = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
     parts.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
-    groups, ids, unmatched, expanded = [], [], [], []
+    groups: list[dict[str, float]] = []
+    ids: list[str] = []
+    unmatched: list[str] = []
+    expanded: list[str] = []
     speakers = view.speakers() if lexicon is not None or encoder is not None else set()
     for words in parts:
         group = {cid: 1.0 for cid in words if cid in view.index}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence, cast
 
 from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
 
@@ -34,11 +34,12 @@ class RocksStore(PartitionStore):
     def get(self, key: bytes) -> bytes | None:
         return self._open().get(key)
 
-    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
-        return list(self._open()[list(keys)]) if keys else []
+    def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return cast(list[bytes | None], self._open()[list(keys)]) if keys else []
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for key, value in self._open().items(from_key=prefix):
+        items = cast(Iterator[tuple[bytes, bytes]], self._open().items(from_key=prefix))  # keys and values are bytes here
+        for key, value in items:
             if not key.startswith(prefix):
                 break
             yield key, value

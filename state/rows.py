@@ -44,7 +44,7 @@ def _parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
     """The neighbour ids of a row record and its (count, last µs) values, an
     n × 2 read-only array over the record (empty if absent)."""
     n = _N.unpack_from(raw)[0] if raw else 0
-    if n == 0:
+    if not raw or n == 0:
         return [], np.zeros((0, 2), dtype=_VALUES)
     values = np.frombuffer(raw, dtype=_VALUES, count=2 * n, offset=_N.size).reshape(n, 2)
     return raw[_N.size + 16 * n:].decode().split("\x00"), values
@@ -178,6 +178,7 @@ def changed_record(cid: str, raw: bytes | None, changes: list) -> bytes | None:
     if n < _SMALL_ROW:
         row = changed_row(cid, decode_row(raw), changes)
         return encode_row(row) if row else None
+    assert raw is not None  # n >= _SMALL_ROW > 0
     ids, values = _parts(raw)
     values = values.copy()
     dropped, added = [], []

@@ -19,8 +19,9 @@ something new).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
 from emgas.processors.evolve import (
@@ -55,9 +56,11 @@ class Outcome(str, Enum):
     CHECKPOINT = "checkpoint"
 
 
-Guard = Callable[["PartitionState", object, GraphRef, GraphMeta], Outcome | None]
-Load = Callable[["PartitionState", object, GraphRef, GraphMeta, Refolds | None], Slice]
-Evolve = Callable[[object, Slice, GraphParams], Writes]
+# The event parameter is Any: each rule's functions take its own event type,
+# and RULES pairs every type with the functions written for it.
+Guard = Callable[["PartitionState", Any, GraphRef, GraphMeta], Outcome | None]
+Load = Callable[["PartitionState", Any, GraphRef, GraphMeta, Refolds | None], Slice]
+Evolve = Callable[[Any, Slice, GraphParams], Writes]
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def _retrieval_guard(state: PartitionState, event: Retrieved, ref: GraphRef, met
     return Outcome.DUPLICATE_RETRIEVAL if state.repo.has_retrieval(ref, event.request_id) else None
 
 
-def _tick_guard(last_of: Callable[[GraphMeta], object]) -> Guard:
+def _tick_guard(last_of: Callable[[GraphMeta], datetime | None]) -> Guard:
     """A tick of a known version, later than the last one of its kind."""
 
     def guard(state: PartitionState, event: Decay | Consolidate, ref: GraphRef, meta: GraphMeta) -> Outcome | None:

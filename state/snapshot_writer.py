@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from emgas.processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
+from emgas.processors.events.log import SnapshotReason
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
@@ -88,7 +89,7 @@ class SnapshotWriter:
             return False
         return self.bytes_since >= max(self.policy.min_bytes, self.policy.ratio * self.round_bytes)
 
-    def start_round(self, state: PartitionState, wall: datetime, reason: str = "policy") -> list[GraphEvent]:
+    def start_round(self, state: PartitionState, wall: datetime, reason: SnapshotReason = "policy") -> list[GraphEvent]:
         """A snapshot of every graph of the partition."""
         graphs = graph_ids(state.txn)
         self.bytes_since = 0

@@ -38,6 +38,7 @@ from emgas.processors.graph import GraphRef
 from emgas.state import keys
 from emgas.state.rows import Row, encode_row, upper_pairs
 from emgas.state.store import PartitionStore
+from emgas.state.transaction import Transaction
 
 # Compressed bytes per part: base64 makes 4/3 of it, far below Kafka's
 # default 1 MiB message limit (`message.max.bytes`, the producer's
@@ -173,7 +174,7 @@ def assemble(parts: Iterable[Snapshot]) -> Records:
     return _records(body)
 
 
-def replace_content(store: PartitionStore, graph_id: str, records: Records) -> None:
+def replace_content(store: Transaction, graph_id: str, records: Records) -> None:
     """Delete `graph_id`'s content and write `records` (snapshot layout) in its place."""
     store.put(keys.active(graph_id), None)
     for prefix in keys.graph_content_prefixes(graph_id):
@@ -225,7 +226,7 @@ class Completed:
 class Ledger:
     """The log-level records of one partition state, read and staged through its store."""
 
-    def __init__(self, store: PartitionStore) -> None:
+    def __init__(self, store: Transaction) -> None:
         self.store = store
         self.floors: dict[str, int] = {
             keys.split_tail(key, keys.FLOOR)[0]: json.loads(raw)["offset"] for key, raw in store.scan(keys.FLOOR)

@@ -92,9 +92,9 @@ class Transaction(PartitionStore):
         """The records at `keys` as `model`s (None where absent), parsing only
         what is not pending already decoded."""
         return [
-            value if value is None or isinstance(value, BaseModel) else model.model_validate_json(value)
+            value if value is None or isinstance(value, BaseModel) else model.model_validate_json(value)  # type: ignore[misc]
             for value in self._lookup(keys)
-        ]  # type: ignore[misc]
+        ]
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from datetime import datetime
-from typing import Collection, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 import numpy as np
 
@@ -218,7 +218,7 @@ class GraphView:
     def _stored_only(self, write: Write) -> None:
         pass  # registration, retrievals applied, the active version: nothing a query reads here
 
-    _steps = {
+    _steps: dict[type, Callable[[GraphView, Any], None]] = {
         PutConcept: _put_concept, AddPassage: _add_passage, CoOccur: _co_occur, PutMeta: _put_meta,
         RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
         PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
@@ -241,11 +241,12 @@ class GraphView:
         self._unfile_speaker(turn_id)
         if key is not None:
             self.turn_at.pop(key, None)
-            members = self.session_turns.get(key[0]) if key[0] is not None else None
-            if members is not None:
+            session = key[0]
+            members = self.session_turns.get(session) if session is not None else None
+            if session is not None and members is not None:
                 members.pop(turn_id, None)
                 if not members:
-                    del self.session_turns[key[0]]
+                    del self.session_turns[session]
 
     def session_of(self, turn_id: str) -> str | None:
         place = self.place_of.get(turn_id)

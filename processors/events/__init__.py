@@ -21,7 +21,7 @@ from emgas.processors.events.base import (
 )
 from emgas.processors.events.dead_letters import DeadLetter
 from emgas.processors.events.graph import (
-    LOG_EVENTS, Boost, Concept, Consolidate, Decay, Forget, GraphEvent, GraphVersionSwitched, PrunedConcept,
+    LOG_EVENTS, Boost, Concept, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, PrunedConcept,
     PrunedEdge, Retrieved, TopicNode, TurnIngested,
 )
 from emgas.processors.events.inputs import Turn
@@ -34,7 +34,7 @@ from emgas.processors.events.queries import (
 
 __all__ = [
     "EARLIEST_EVENT_TIME", "LATEST_EVENT_TIME", "MAX_BOOST", "EventTime", "MAX_FORGET_TURNS", "MAX_ID_CHARS", "MAX_METADATA_ITEMS", "MAX_TEXT_BYTES", "TOPIC_NAME_PATTERN", "Event",
-    "Identifier", "MetadataValue", "Text", "TopicName", "DeadLetter", "LOG_EVENTS", "Boost", "Concept", "Consolidate",
+    "Identifier", "MetadataValue", "Text", "TopicName", "DeadLetter", "LOG_EVENTS", "Boost", "Concept", "Consolidate", "ContentEvent",
     "Decay", "Forget", "GraphEvent", "GraphVersionSwitched", "PrunedConcept", "PrunedEdge", "Retrieved", "TopicNode",
     "TurnIngested", "Turn", "Checkpoint", "LogStarted", "Snapshot", "SnapshotLocation", "SnapshotStarted",
     "ActivationQuery", "ActivationReply", "DigestQuery", "DigestReply", "EmptyReason", "ErrorReply", "GraphDigest", "GraphStats",

@@ -187,3 +187,5 @@ GraphEvent = Annotated[
 ]
 # Events about the log and its snapshots, not about a graph's content.
 LOG_EVENTS = (LogStarted, SnapshotStarted, Snapshot, Checkpoint)
+# The others: each about one graph's content (a type for annotations, not a wire union).
+ContentEvent = TurnIngested | GraphVersionSwitched | Decay | Consolidate | Retrieved | Forget

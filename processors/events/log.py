@@ -28,6 +28,10 @@ class LogStarted(Event):
     timestamp: EventTime
 
 
+# Why a snapshot round started: the size policy, `emgas snapshot`, a forget, a re-base.
+SnapshotReason = Literal["policy", "request", "forget", "rebase"]
+
+
 class SnapshotStarted(Event):
     """Log event: a snapshot of `graph_id` as of this record's offset.
 
@@ -42,7 +46,7 @@ class SnapshotStarted(Event):
     type: Literal["snapshot_started"] = "snapshot_started"
     schema_version: Literal[1] = 1
     graph_id: Identifier
-    reason: Literal["policy", "request", "forget", "rebase"]
+    reason: SnapshotReason
     base: bool = False
     timestamp: EventTime
 
