@@ -1,9 +1,10 @@
 # Two commands for a fresh machine (see README):  make demo   |   make test
+# While working: make check (linter, type checker, import contracts, unit and contract tests: about a minute).
 VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test install kafka kcat browser wordnet clean
+.PHONY: demo test check install kafka kcat browser wordnet clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,12 @@ demo: install kafka wordnet
 
 test: install kafka kcat browser wordnet
 	$(VENV)/bin/pytest
+
+check: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/pytest -q -m "not slow" tests/unit tests/contract
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info tests/browser/node_modules test-artifacts

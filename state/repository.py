@@ -16,6 +16,7 @@ from emgas.processors.writes import (
 )
 from emgas.state import fold_points, keys
 from emgas.state.rows import RowChanges, RowLookup, changed_record
+from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 
 NO_OFFSET = -1
@@ -44,6 +45,14 @@ def from_us(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=us)
 
 
+def state_format(store: PartitionStore) -> int | None:
+    """The format `store` was written in; None for an empty store."""
+    raw = store.get(keys.FORMAT)
+    if raw:
+        return json.loads(raw)["format"]
+    return 1 if store.get(keys.OFFSET) else None
+
+
 class GraphRepository:
     """All graphs of one partition, and the log offset their state reflects.
 
@@ -62,13 +71,6 @@ class GraphRepository:
         """Offset of the last graph event applied here; NO_OFFSET if none."""
         raw = self.store.get(keys.OFFSET)
         return json.loads(raw)["offset"] if raw else NO_OFFSET
-
-    def state_format(self) -> int | None:
-        """The format the store was written in; None for an empty store."""
-        raw = self.store.get(keys.FORMAT)
-        if raw:
-            return json.loads(raw)["format"]
-        return 1 if self.store.get(keys.OFFSET) else None
 
     def graph_refs(self) -> list[GraphRef]:
         """Every graph version held here, in key order."""

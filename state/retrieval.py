@@ -88,7 +88,7 @@ def find_seeds(
         if lexicon is not None and missing:
             # A speaker's name is no instance of a category word, only a hub.
             related = expansion_seeds(
-                missing, lexicon, lambda w: w in view.index and w not in group and w not in speakers
+                missing, lexicon, lambda w: w in view.index and w not in group and w not in speakers,  # noqa: B023 - called here
             )
             group.update(related)
             expanded += related

@@ -310,7 +310,7 @@ class GraphView:
     def due_edges(self, at: datetime) -> list[Edge]:
         until_s = seconds(at)
         if self._adjacency.earliest_queued_s + edge_lifetime(1, self.decay) <= until_s:
-            self._adjacency.edges  # a merge files the due times of the edges queued turns created
+            _ = self._adjacency.edges  # reading them merges, which files the due times of the edges queued turns created
         return [(a, b) for _, a, b in _pop_due(self._edge_due, until_s)]
 
     def most_mentioned(self, n: int) -> list[int]:

@@ -157,14 +157,6 @@ class Settings(BaseSettings):
     # commits the partition states once (see `streams.runtime.checkpoint`).
     apply_batch: int = Field(default=500, ge=1, le=10_000)
     apply_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
-    # A test hook, 0 in use: the apply agent waits this long between flushing
-    # what a batch emitted and committing the states, so a crash test can
-    # kill a worker between applying events and committing them.
-    commit_hold_s: float = Field(default=0.0, ge=0, le=10)
-    # A test hook, 0 in use: the worker's first n SyncGroup requests are
-    # answered INVALID_REQUEST, as the embedded broker's race does
-    # (`streams.runtime.membership`: the worker must rejoin by itself).
-    fault_sync_group_errors: int = Field(default=0, ge=0, le=100)
     # Processes that run extraction, so it overlaps with Kafka and the fold
     # in the worker's own process (0: extract in the worker's event loop).
     extract_processes: int = Field(default=0, ge=0, le=64)

@@ -34,6 +34,17 @@ def demo_turns() -> list[Turn]:
     return read_turns(Path(__file__).parent / "data" / "demo.jsonl")
 
 
+def synthetic_turns(count: int, graphs: int = 4) -> list[Turn]:
+    """`count` distinct turns: the demo conversation repeated over `graphs` graphs."""
+    base = demo_turns()
+    return [
+        base[i % len(base)].model_copy(
+            update={"graph_id": f"bench-{i % graphs}", "turn_id": f"t{i}"}
+        )
+        for i in range(count)
+    ]
+
+
 def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
     """graph -> number of distinct turn ids among `turns` (what the graph will hold)."""
     ids: dict[str, set[str]] = {}
@@ -44,11 +55,12 @@ def turns_per_graph(turns: list[Turn]) -> dict[str, int]:
 
 def start_worker(
     settings: Settings, log_path: Path, name: str = "worker-1", web_port: int | None = None,
-    env: dict[str, str] | None = None, loglevel: str = "WARNING",
+    env: dict[str, str] | None = None, loglevel: str = "WARNING", command: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`emgas worker` as a child process on the given broker and home, its web
     server (metrics, health) on `web_port` (default: a free port); `env`:
-    more environment variables for it (e.g. other `EMGAS_*` settings)."""
+    more environment variables for it (e.g. other `EMGAS_*` settings);
+    `command`: another worker command line (a test's worker with faults)."""
     environment = {
         **os.environ,
         "EMGAS_BROKER": settings.bootstrap_servers(),
@@ -62,7 +74,7 @@ def start_worker(
     }
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "emgas", "worker", "--loglevel", loglevel],
+            [*(command or [sys.executable, "-m", "emgas", "worker"]), "--loglevel", loglevel],
             env=environment, stdout=log, stderr=subprocess.STDOUT,
         )
 

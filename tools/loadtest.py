@@ -12,7 +12,6 @@ end of the load, with the query latency percentiles.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emgas.processors.events import ErrorReply, StatsReply
-from emgas.tools.replay_bench import synthetic_turns
+from emgas.tools.harness import synthetic_turns
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
 from emgas.tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns

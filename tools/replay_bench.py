@@ -35,20 +35,9 @@ from emgas.streams.kafka.reader import log_reader
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import start_worker, synthetic_turns, stop_worker, turns_per_graph, wait_for_turns
 from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
-
-
-def synthetic_turns(count: int, graphs: int = 4) -> list[Turn]:
-    """`count` distinct turns: the demo conversation repeated over `graphs` graphs."""
-    base = demo_turns()
-    return [
-        base[i % len(base)].model_copy(
-            update={"graph_id": f"bench-{i % graphs}", "turn_id": f"t{i}"}
-        )
-        for i in range(count)
-    ]
 
 
 async def _ingest(settings: Settings, turns: list[Turn]) -> float:

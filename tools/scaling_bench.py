@@ -76,7 +76,7 @@ def owned(workers: dict[str, tuple[Any, int]]) -> list[int]:
 
 def scale_turns(count: int, tag: str) -> list[Turn]:
     """`count` turns of the demo conversation over SCALE_GRAPHS graphs, ids unique to `tag`."""
-    from emgas.tools.replay_bench import synthetic_turns
+    from emgas.tools.harness import synthetic_turns
 
     return [t.model_copy(update={"turn_id": f"{tag}-{t.turn_id}", "graph_id": f"scale-{t.graph_id}"})
             for t in synthetic_turns(count, graphs=SCALE_GRAPHS)]
@@ -92,7 +92,7 @@ async def _ingest(live: Settings, turns: list[Turn], totals: dict[str, int]) -> 
 
 def cpu_figures(settings: Settings, turns: int, repeats: int, progress: Progress) -> dict[str, Any]:
     """worker_cpu_ms_per_turn_N and partitions_per_worker_N for N = 1, 2, 3."""
-    from emgas.tools.bench import figure
+    from emgas.tools.figures import figure
 
     out: dict[str, Any] = {"scale_partitions": SCALE_PARTITIONS, "scale_turns": turns}
     for n in (1, 2, 3):
@@ -139,7 +139,7 @@ async def _pause(live: Settings, graphs: list[str], change: Callable[[], Any]) -
 
 def availability_figures(settings: Settings, events: list[GraphEvent], repeats: int, progress: Progress) -> dict[str, Any]:
     """max_unavailable_s_join / _leave: a third worker with no state joins two, then leaves."""
-    from emgas.tools.bench import figure
+    from emgas.tools.figures import figure
 
     joins, leaves = [], []
     with group(settings, ["worker-1", "worker-2"], "handoff") as (live, workers):
@@ -150,7 +150,7 @@ def availability_figures(settings: Settings, events: list[GraphEvent], repeats: 
             name = f"joiner-{r}"  # a new name: a new data directory, no state
             progress(f"hand-offs: {name} joins")
 
-            async def join() -> None:
+            async def join(name: str = name) -> None:  # bound now: called in this iteration
                 port = free_port()
                 workers[name] = (start_worker(live, live.home / f"{name}.log", name=name, web_port=port), port)
                 await wait_for_workers(live, {"worker-1", "worker-2", name}, JOIN_DEADLINE_S)
@@ -158,7 +158,7 @@ def availability_figures(settings: Settings, events: list[GraphEvent], repeats: 
             joins.append(asyncio.run(_pause(live, graphs, join)))
             progress(f"hand-offs: {name} leaves")
 
-            async def leave() -> None:
+            async def leave(name: str = name) -> None:
                 process, _ = workers.pop(name)
                 process.send_signal(signal.SIGTERM)
                 await asyncio.to_thread(process.wait, 60)

@@ -277,6 +277,7 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
     if isinstance(reply, ErrorReply):
         print(f"error {reply.code}: {reply.message}", file=sys.stderr)
         return 1
+    assert isinstance(reply, StatsReply), type(reply).__name__
     if args.json:
         print(reply.model_dump_json())
         return 0

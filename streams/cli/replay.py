@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 from datetime import datetime, timezone
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
 from tqdm import tqdm
 
@@ -37,7 +37,7 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     selection = Selection(graph_id=args.graph, as_of=args.as_of, to_offset=args.to_offset)
     quiet_rejections(args.verbose)
 
-    def start(bar: tqdm) -> Awaitable[ReplayResult]:
+    def start(bar: tqdm) -> Coroutine[Any, Any, ReplayResult]:
         return replay(
             settings, state_dir, args.graph, selection, args.verify,
             progress=bar.update, on_plan=lambda n: bar.reset(total=n), from_beginning=args.from_beginning,
@@ -61,7 +61,7 @@ def quiet_rejections(verbose: bool) -> None:
         logger.setLevel(logging.CRITICAL)
 
 
-def _with_bar(desc: str, start: Callable[[tqdm], Awaitable[T]]) -> T:
+def _with_bar(desc: str, start: Callable[[tqdm], Coroutine[Any, Any, T]]) -> T:
     """Run `start(bar)` with a progress bar on stderr."""
     with tqdm(unit="event", desc=desc) as bar:
         return asyncio.run(start(bar))

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from emgas.processors.codec import decode_reply, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
-    ActivationQuery, DigestQuery, DigestReply, Forget, GraphEvent, PassageQuery, QueryParams, Reply, StatsQuery, Turn,
+    ActivationQuery, ContentEvent, DigestQuery, DigestReply, Forget, PassageQuery, SnapshotStarted, QueryParams, Reply, StatsQuery, Turn,
 )
 from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
@@ -158,13 +158,13 @@ class MemoryClient:
         ]
         return list(await asyncio.gather(*requests))
 
-    async def append_event(self, event: GraphEvent) -> tuple[int, int]:
+    async def append_event(self, event: ContentEvent | SnapshotStarted) -> tuple[int, int]:
         """Append one graph event keyed by its graph; its (partition, offset) once acknowledged."""
         assert self._producer is not None, "client not started"
         sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=event.graph_id.encode())
         return sent.partition, sent.offset
 
-    async def emit(self, events: Iterable[GraphEvent], progress: Callable[[int], None] | None = None) -> int:
+    async def emit(self, events: Iterable[ContentEvent], progress: Callable[[int], None] | None = None) -> int:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
         re-derived versions, version switches), a chunk at a time; waits for every ack."""
         return await self._send_keyed(self.settings.graph_events_topic, events, PUBLISH_CHUNK, progress)
@@ -189,7 +189,7 @@ class MemoryClient:
             await asyncio.sleep(FORGET_POLL_S)
 
     async def _send_keyed(
-        self, topic: str, events: Iterable[Turn | GraphEvent], chunk: int, progress: Callable[[int], None] | None
+        self, topic: str, events: Iterable[Turn | ContentEvent], chunk: int, progress: Callable[[int], None] | None
     ) -> int:
         """Send keyed by graph_id; a chunk's acks are awaited before the next is sent,
         so a long file holds at most one chunk in flight."""

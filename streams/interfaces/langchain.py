@@ -47,7 +47,6 @@ import re
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -61,7 +60,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from emgas.processors.events import DigestReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.streams.interfaces.memory import AsyncMemory, Hit, MemoryError, SearchResult
+from emgas.streams.interfaces.memory import AsyncMemory, Hit, MemoryApiError, SearchResult
 from emgas.streams.settings import Settings
 
 T = TypeVar("T")
@@ -219,7 +218,7 @@ class EmgasRetriever(BaseRetriever):
         memory = await self._memory_clients().memory()
         try:
             found = await memory.search(query, self.k if k is None else k, graph=self.graph, reinforce=self.reinforce)
-        except MemoryError as err:
+        except MemoryApiError as err:
             if err.code == "graph_not_found":  # a user with no memories yet
                 return []
             raise
@@ -382,8 +381,10 @@ class EmgasStore(BaseStore):
         if isinstance(op, PutOp):
             graph, key = graph_of(op.namespace), checked_key(op.key)
             if op.value is None:
-                return await self._delete(memory, graph, key)
-            return await self._put(memory, graph, key, op.value)
+                await self._delete(memory, graph, key)
+            else:
+                await self._put(memory, graph, key, op.value)
+            return None
         if isinstance(op, SearchOp):
             return await self._search(memory, op)
         if isinstance(op, ListNamespacesOp):
@@ -435,7 +436,7 @@ class EmgasStore(BaseStore):
         try:
             found = await memory.search(op.query, min(op.limit + op.offset, MAX_PASSAGES), graph=graph,
                                         reinforce=self.reinforce)
-        except MemoryError as err:
+        except MemoryApiError as err:
             if err.code == "graph_not_found":
                 return []
             raise
@@ -467,7 +468,7 @@ class EmgasStore(BaseStore):
         outside this store)."""
         try:
             found = await memory.passages([key], prefix=key + REVISION, graph=graph)
-        except MemoryError as err:
+        except MemoryApiError as err:
             if err.code == "graph_not_found":
                 return []
             raise

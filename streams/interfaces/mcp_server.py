@@ -38,7 +38,7 @@ from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
 from emgas.streams.http_auth import asgi_guard, check_exposure
-from emgas.streams.interfaces.memory import AsyncMemory, MemoryError, empty_note
+from emgas.streams.interfaces.memory import AsyncMemory, MemoryApiError, empty_note
 from emgas.streams.settings import Settings
 
 log = logging.getLogger("emgas.mcp")
@@ -247,13 +247,13 @@ def error_text(tool: str, exc: ToolError) -> str:
         log.error("%s failed", tool, exc_info=cause)
         return f"internal_error: {type(cause).__name__} in {tool} (see the server's log)"
     log.info("%s failed: %s", tool, cause)
-    message = cause.message if isinstance(cause, MemoryError) else str(cause)
+    message = cause.message if isinstance(cause, MemoryApiError) else str(cause)
     return f"{code}: {message}"
 
 
 def _code_of(error: BaseException) -> str | None:
     """The reason code of an expected failure, None for a bug."""
-    if isinstance(error, MemoryError):
+    if isinstance(error, MemoryApiError):
         return error.code
     for kind, code in (
         (QueryTimeout, "timeout"), (BrokerError, "broker_unavailable"), (LogUnavailable, "broker_unavailable"),
@@ -386,7 +386,7 @@ async def _turns_left(memory: AsyncMemory, graph: str) -> int:
     """Turns the graph holds after a forget (0 once the whole graph is gone)."""
     try:
         return (await memory.stats(graph=graph, top=0)).turns
-    except MemoryError as err:
+    except MemoryApiError as err:
         if err.code == "graph_not_found":
             return 0
         raise

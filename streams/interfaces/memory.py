@@ -15,7 +15,7 @@ follow the memory APIs agent developers already use (mem0's `add` /
 | `history(memory_id)` | `history(concept)`: every event that changed a concept (`emgas explain`) |
 
 A call names its graph or uses the one the memory was made for; never a
-guessed one. The memory's refusals come back as `MemoryError` with the
+guessed one. The memory's refusals come back as `MemoryApiError` with the
 reason code of the worker's reply (e.g. `graph_not_found`).
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Iterable, TypeVar
@@ -42,13 +43,22 @@ T = TypeVar("T")
 POLL_S = 0.05  # between two looks for turns just added
 
 
-class MemoryError(StreamsError):
+class MemoryApiError(StreamsError):
     """The memory refused or could not do what was asked; `code` says why."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+def __getattr__(name: str) -> object:
+    """`MemoryError`, this error's old name, shadowed Python's own: still importable, deprecated."""
+    if name == "MemoryError":
+        warnings.warn("emgas.streams.interfaces.memory.MemoryError is now MemoryApiError; "
+                      "the old name will be removed", DeprecationWarning, stacklevel=2)
+        return MemoryApiError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ def empty_note(empty: EmptyReason | None, unmatched: Iterable[str]) -> str | Non
 
 def _checked(reply: Reply, kind: type[T]) -> T:
     if isinstance(reply, ErrorReply):
-        raise MemoryError(reply.code, reply.message)
+        raise MemoryApiError(reply.code, reply.message)
     assert isinstance(reply, kind), reply
     return reply
 
@@ -110,7 +120,7 @@ def _turns(messages: str | Iterable[Any], graph: str, speaker: str, session: str
             ))
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise MemoryError("invalid_turn", f"message {i}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            raise MemoryApiError("invalid_turn", f"message {i}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     return turns
 
 
@@ -136,7 +146,7 @@ class AsyncMemory:
         """The graph a call is about: the one it names, else this memory's."""
         chosen = graph or self.graph
         if not chosen:
-            raise MemoryError("no_graph", "name a graph: this memory was made without one")
+            raise MemoryApiError("no_graph", "name a graph: this memory was made without one")
         return chosen
 
     async def add(
@@ -144,7 +154,7 @@ class AsyncMemory:
         session: str | None = None, timestamp: datetime | None = None, wait: bool = True,
     ) -> list[str]:
         """Publish one turn per message; their turn ids. With `wait`, return
-        once the graph holds them all (MemoryError `not_applied` if it does
+        once the graph holds them all (MemoryApiError `not_applied` if it does
         not within `wait_s`: a worker down, or a turn sent to the dead-letter topic)."""
         turns = _turns(messages, self.graph_of(graph), speaker, session, timestamp)
         await self._client.publish(turns)
@@ -162,7 +172,7 @@ class AsyncMemory:
             if not waiting:
                 return
             if asyncio.get_running_loop().time() > deadline:
-                raise MemoryError("not_applied", f"turns {waiting} of graph {graph!r} not applied within "
+                raise MemoryApiError("not_applied", f"turns {waiting} of graph {graph!r} not applied within "
                                   f"{self.wait_s:g} s (is a worker running? see emgas.dlq)")
             await asyncio.sleep(POLL_S)
 
@@ -170,7 +180,7 @@ class AsyncMemory:
         """The reply, or None while the graph does not exist yet (its first turn in flight)."""
         try:
             return _checked(await self._client.passages(graph, turn_ids, prefix), PassagesReply)
-        except MemoryError as err:
+        except MemoryApiError as err:
             if err.code == "graph_not_found":
                 return None
             raise
@@ -184,7 +194,7 @@ class AsyncMemory:
             reply = await self._client.ask(self.graph_of(graph), text=query, params=QueryParams(top_passages=k),
                                            reinforce=reinforce)
         except QueryTimeout as err:
-            raise MemoryError("timeout", str(err)) from None
+            raise MemoryApiError("timeout", str(err)) from None
         answer = _checked(reply, ActivationReply)
         hits = [Hit(p.turn_id, p.speaker, p.text, p.timestamp, p.score) for p in answer.passages]
         return SearchResult(
@@ -217,7 +227,7 @@ class AsyncMemory:
         try:
             return await self._client.forget(event, self.wait_s)
         except QueryTimeout as err:
-            raise MemoryError("timeout", str(err)) from None
+            raise MemoryApiError("timeout", str(err)) from None
 
     async def history(self, concept: str, *, graph: str | None = None) -> list[Step]:
         """Every event that changed the concept in the graph, oldest first (empty: never held)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-from dataclasses import dataclass
 from typing import Iterable
 
 from emgas.streams.errors import BrokerError

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emgas.streams.errors import BrokerError
-from emgas.streams.settings import DEFAULT_HEAP, default_cache
+from emgas.streams.settings import DEFAULT_HEAP
 
 HERE = Path(__file__).parent / "broker"
 POM = HERE / "pom.xml"

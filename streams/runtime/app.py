@@ -1,4 +1,4 @@
-"""The Faust app, its two thin agents and the query server.
+"""The Faust app and its thin agents (wired by `streams.runtime.compose`).
 
 - `extract`:  emgas.turns        -> concept extraction -> emgas.graph-events
 - `apply`:    emgas.graph-events -> `on_graph_event` -> local state, and the
@@ -28,10 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from datetime import datetime, timezone
+from multiprocessing import get_context
 from typing import Any, Awaitable, Callable, Iterable
 
 import faust
@@ -41,34 +40,27 @@ from faust.types import TP
 from emgas.processors.codec import decode_graph_event, decode_turn, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent
-from emgas.processors.extract import extractor_id, ingest_all
-from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.processors.extract import ingest_all
+from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.checkpoint import Checkpoint
 from emgas.streams.runtime.dlq import dead_letter, guarded
-from emgas.streams.errors import ServingStopped
-from emgas.streams.runtime.faust_transport import App
-from emgas.streams.http_auth import aiohttp_guard
-from emgas.streams.runtime.membership import GroupWatch, guard_sync_groups, watch_group
-from emgas.streams.runtime.metrics import Metrics, register_pages
-from emgas.streams.runtime.viewer import register_viewer
+from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.patches import App
 from emgas.streams.runtime.recovery import Recovery
-from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> faust.App:
-    """Build the worker's Faust app from the settings (no module-level app)."""
-    data_dir = settings.worker_data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
-    app = App(
+def faust_app(settings: Settings) -> App:
+    """The worker's Faust app, configured from the settings (no module-level app)."""
+    return App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap_servers()}",
         broker_credentials=settings.kafka.faust_credentials(),
         fetch_max_wait_ms=settings.fetch_wait_ms(),
-        datadir=str(data_dir / "faust"),
+        datadir=str(settings.worker_data_dir / "faust"),
         topic_allow_declare=False,  # topics are created up front (streams.kafka.topics)
         topic_disable_leader=True,
         broker_session_timeout=settings.session_timeout_s,
@@ -80,42 +72,57 @@ def create_app(settings: Settings) -> faust.App:
         key_serializer="raw",
         value_serializer="raw",
     )
-    policy = SnapshotPolicy(settings.snapshot_min_bytes, settings.snapshot_ratio)
-    states = PartitionStates(
-        data_dir / "state", settings.graph, settings.activation, settings.extraction, settings.worker_name, policy
-    )
-    metrics = Metrics()
 
-    async def append(events: list[GraphEvent]) -> list[int]:
-        acks = [await _send(app, settings, event) for event in events]
+
+def route(event: GraphEvent) -> tuple[bytes | None, int | None]:
+    """(key, partition) of a graph event: its graph's key, or, for an event
+    about a partition of the log, that partition."""
+    graph_id = getattr(event, "graph_id", None)
+    if graph_id is not None:
+        return graph_id.encode(), None
+    return None, event.partition  # type: ignore[union-attr]  # the log's own events name their partition
+
+
+class Output:
+    """Where the worker's results go: graph events to the log (keyed by
+    graph, or to the log partition they are about) and dead letters."""
+
+    def __init__(self, app: faust.App, settings: Settings, metrics: Metrics) -> None:
+        self.app, self.settings, self.metrics = app, settings, metrics
+
+    async def _send(self, event: GraphEvent) -> Any:
+        key, partition = route(event)
+        return await self.app.producer.send(self.settings.graph_events_topic, key, encode(event), partition, None, None)
+
+    async def send_event(self, event: GraphEvent) -> Any:
+        """Produce a graph event; the future of its acknowledgement."""
+        ack = await self._send(event)
+        self.metrics.emitted.labels(event.type).inc()
+        return ack
+
+    async def append(self, events: Iterable[GraphEvent]) -> None:
+        """Produce graph events and wait for every acknowledgement."""
+        await asyncio.gather(*[await self.send_event(event) for event in events])
+
+    async def append_at(self, events: list[GraphEvent]) -> list[int]:
+        """Produce graph events (recovery's snapshots and markers); their log offsets once acknowledged."""
+        acks = [await self._send(event) for event in events]
         return [metadata.offset for metadata in await asyncio.gather(*acks)]
 
-    async def fatal(err: Exception) -> None:
-        FATAL.append(str(err))
-        await app.crash(err)
+    async def to_dlq(self, message: Any, err: DecodeError) -> None:
+        """The message's original bytes to the dead-letter topic, with the reason."""
+        log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
+        self.metrics.dead_letters.labels(message.topic, err.code).inc()
+        await self.app.producer.send_and_wait(
+            self.settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
+        )
 
-    recovery = Recovery(settings, states, append, metrics, fatal)
-    app.on_partitions_assigned.connect(recovery.on_assigned)
-    app.on_partitions_revoked.connect(recovery.on_revoked)
-    _register_agents(app, settings, states, recovery, metrics)
-    register_pages(
-        app, metrics,
-        lambda m: _refresh(m, app, settings, states, recovery),
-        lambda: _health(settings, recovery),
-    )
-    register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
-    token = settings.web_token()
-    if token is not None:  # every page behind the bearer token (`streams.http_auth`)
-        app.web.web_app.middlewares.append(aiohttp_guard(token))
-    def rejoined(reason: str) -> None:
-        metrics.group_rejoins.labels(reason).inc()
-
-    guard_sync_groups(rejoined, settings.fault_sync_group_errors)
-    watch_group(app, GroupWatch(settings.app_id, settings.session_timeout_s, rejoined))
-    return app
+    async def send(self, topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        """One record to any topic (the query server's replies and announcements)."""
+        return await self.app.producer.send_and_wait(topic, key, value, partition, None, None)
 
 
-def _while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+def while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """`produce` for the query server, which runs beside Faust's services: a
     send after Faust stopped its producer (the worker is stopping: SIGINT, a
     crash elsewhere) raises `ServingStopped`, which ends serving quietly,
@@ -130,25 +137,101 @@ def _while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awai
     return guarded
 
 
-# Why the worker must end (one line each), for the command's exit status.
-FATAL: list[str] = []
+class Agents:
+    """The worker's agents and timer: each decodes, calls one step, persists, emits."""
+
+    def __init__(self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
+                 output: Output, extraction: Extraction, commit_hold_s: float = 0.0) -> None:
+        self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
+        self.output, self.extraction = output, extraction
+        self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
+
+    def register(self, app: faust.App) -> None:
+        settings = self.settings
+        turns = _topic(app, settings.turns_topic, settings.turn_partitions)
+        graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
+        app.agent(turns, name="extract")(self.extract_turns)
+        app.agent(graph_events, name="apply")(self.apply_events)
+        if settings.graph.idle_check_s > 0:
+            app.timer(settings.graph.idle_check_s)(self.tick_graphs)
+
+    async def extract_turns(self, stream: Any) -> None:
+        # Turns come in batches; their graph events are sent without waiting
+        # for each ack, and the batch's acks are awaited before its turns
+        # are acknowledged (so their offsets can be committed): a turn is
+        # never committed before its graph event is in the log.
+        settings, output = self.settings, self.output
+        async for events in stream.take_events(settings.extract_batch, within=settings.extract_batch_wait_s):
+            turns = []
+            for event in events:
+                try:
+                    now = datetime.now(timezone.utc)
+                    turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value)  # noqa: B023
+                    turns.append((event.message, turn))
+                except DecodeError as err:
+                    await output.to_dlq(event.message, err)
+            pending = []
+            for (message, _), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
+                if isinstance(result, str):  # extraction failed on this turn only
+                    await output.to_dlq(message, DecodeError("extraction_failed", result))
+                    continue
+                pending.append(await output.app.producer.send(
+                    settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
+                ))
+            await asyncio.gather(*pending)
+            self.metrics.turns.inc(len(pending))
+
+    async def apply_events(self, stream: Any) -> None:
+        settings = self.settings
+        async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
+            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s)
+            for event in events:
+                await self.apply_one(event.message, checkpoint)
+            await checkpoint.commit()
+
+    async def apply_one(self, message: Any, checkpoint: Checkpoint) -> None:
+        try:
+            graph_event = guarded(decode_graph_event, message.value)
+        except DecodeError as err:
+            await self.output.to_dlq(message, err)
+            return
+        # A partition revoked while it caught up is skipped here: its new
+        # owner reads the log from its own state's offset.
+        if not await self.recovery.wait(message.partition):
+            return
+        worker = self.states.worker(message.partition)
+        refolds = None
+        if isinstance(graph_event, Forget) and message.offset > worker.state.applied_offset:
+            # Re-folding a graph takes a replay of it: off the event loop, so
+            # heartbeats and queries go on meanwhile. It reads committed
+            # state only, and this partition's events wait for it.
+            await checkpoint.commit()
+            refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
+        wall = datetime.now(timezone.utc)
+        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
+        self.metrics.applied.labels(graph_event.type, outcome.value).inc()
+        checkpoint.add(worker, due)
+        if worker.snapshots.to_serve:
+            # Serialising a graph takes a while: off the event loop, after a
+            # commit (it reads the state as of the request; queries read it too).
+            await checkpoint.commit()
+            checkpoint.add(worker, await asyncio.to_thread(worker.serve_snapshots))
+
+    async def tick_graphs(self) -> None:
+        """Ticks due by the window (missed before a restart) or by idleness."""
+        wall = datetime.now(timezone.utc)
+        rounds = math.ceil(self.settings.evict_idle_s / self.settings.graph.idle_check_s)
+        for partition in self.recovery.ready_partitions():
+            await self.output.append(self.states.worker(partition).on_timer(wall))
+            self.states.get(partition).views.evict_unused(rounds)
 
 
-def route(event: GraphEvent) -> tuple[bytes | None, int | None]:
-    """(key, partition) of a graph event: its graph's key, or, for an event
-    about a partition of the log, that partition."""
-    graph_id = getattr(event, "graph_id", None)
-    if graph_id is not None:
-        return graph_id.encode(), None
-    return None, event.partition
+def _topic(app: faust.App, name: str, partitions: int) -> Any:
+    return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
 
 
-async def _send(app: faust.App, settings: Settings, event: GraphEvent) -> Any:
-    key, partition = route(event)
-    return await app.producer.send(settings.graph_events_topic, key, encode(event), partition, None, None)
-
-
-def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery) -> None:
+def refresh_gauges(metrics: Metrics, app: faust.App, settings: Settings, states: PartitionStates,
+                   recovery: Recovery) -> None:
     """Set the gauges from the partitions assigned here (a revoked partition's series go)."""
     for gauge in (metrics.graphs, metrics.concepts, metrics.edges, metrics.passages, metrics.lag,
                   metrics.applied_offset, metrics.committed_offset):
@@ -170,7 +253,8 @@ def _refresh(metrics: Metrics, app: faust.App, settings: Settings, states: Parti
             metrics.lag.labels(label).set(max(0, highwater - 1 - state.applied_offset))
 
 
-def _health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
+def health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
+    """The worker's `/health`: ready when every assigned partition has caught up."""
     assigned, ready = recovery.assigned_partitions(), recovery.ready_partitions()
     return {
         "worker": settings.worker_name,
@@ -179,135 +263,6 @@ def _health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
         "log_mismatches": {str(p): problem for p, problem in sorted(recovery.problems.items())},
         "recoveries": {str(p): done for p, done in sorted(recovery.recoveries.items())},
     }
-
-
-def _topic(app: faust.App, name: str, partitions: int) -> Any:
-    return app.topic(name, partitions=partitions, key_type=bytes, value_type=bytes)
-
-
-def _register_agents(
-    app: faust.App, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics
-) -> None:
-    turns = _topic(app, settings.turns_topic, settings.turn_partitions)
-    graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
-    extractor = extractor_id(settings.extraction)
-    extraction = Extraction(settings, extractor)
-
-    async def send_event(event: GraphEvent) -> Any:
-        """Produce a graph event; the future of its acknowledgement."""
-        ack = await _send(app, settings, event)
-        metrics.emitted.labels(event.type).inc()
-        return ack
-
-    async def append(events: Iterable[GraphEvent]) -> None:
-        await asyncio.gather(*[await send_event(event) for event in events])
-
-    async def to_dlq(message: Any, err: DecodeError) -> None:
-        log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
-        metrics.dead_letters.labels(message.topic, err.code).inc()
-        await app.producer.send_and_wait(
-            settings.dlq_topic, message.key, encode(dead_letter(message, err)), None, None, None
-        )
-
-    @app.agent(turns, name="extract")
-    async def extract_turns(stream: Any) -> None:
-        # Turns come in batches; their graph events are sent without waiting
-        # for each ack, and the batch's acks are awaited before its turns
-        # are acknowledged (so their offsets can be committed): a turn is
-        # never committed before its graph event is in the log.
-        async for events in stream.take_events(settings.extract_batch, within=settings.extract_batch_wait_s):
-            turns = []
-            for event in events:
-                try:
-                    now = datetime.now(timezone.utc)
-                    turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value)
-                    turns.append((event.message, turn))
-                except DecodeError as err:
-                    await to_dlq(event.message, err)
-            pending = []
-            for (message, _), result in zip(turns, await extraction.run([turn for _, turn in turns])):
-                if isinstance(result, str):  # extraction failed on this turn only
-                    await to_dlq(message, DecodeError("extraction_failed", result))
-                    continue
-                pending.append(await app.producer.send(
-                    settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
-                ))
-            await asyncio.gather(*pending)
-            metrics.turns.inc(len(pending))
-
-    @app.agent(graph_events, name="apply")
-    async def apply_events(stream: Any) -> None:
-        async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
-            checkpoint = Checkpoint(send_event, settings.commit_hold_s)
-            for event in events:
-                await apply_one(event.message, checkpoint)
-            await checkpoint.commit()
-
-    async def apply_one(message: Any, checkpoint: Checkpoint) -> None:
-        try:
-            graph_event = guarded(decode_graph_event, message.value)
-        except DecodeError as err:
-            await to_dlq(message, err)
-            return
-        # A partition revoked while it caught up is skipped here: its new
-        # owner reads the log from its own state's offset.
-        if not await recovery.wait(message.partition):
-            return
-        worker = states.worker(message.partition)
-        refolds = None
-        if isinstance(graph_event, Forget) and message.offset > worker.state.applied_offset:
-            # Re-folding a graph takes a replay of it: off the event loop, so
-            # heartbeats and queries go on meanwhile. It reads committed
-            # state only, and this partition's events wait for it.
-            await checkpoint.commit()
-            refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
-        wall = datetime.now(timezone.utc)
-        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
-        metrics.applied.labels(graph_event.type, outcome.value).inc()
-        checkpoint.add(worker, due)
-        if worker.snapshots.to_serve:
-            # Serialising a graph takes a while: off the event loop, after a
-            # commit (it reads the state as of the request; queries read it too).
-            await checkpoint.commit()
-            checkpoint.add(worker, await asyncio.to_thread(worker.serve_snapshots))
-
-    if settings.graph.idle_check_s > 0:
-
-        @app.timer(settings.graph.idle_check_s)
-        async def tick_graphs() -> None:
-            """Ticks due by the window (missed before a restart) or by idleness."""
-            wall = datetime.now(timezone.utc)
-            rounds = math.ceil(settings.evict_idle_s / settings.graph.idle_check_s)
-            for partition in recovery.ready_partitions():
-                await append(states.worker(partition).on_timer(wall))
-                states.get(partition).views.evict_unused(rounds)
-
-    # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
-    async def send(topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
-        return await app.producer.send_and_wait(topic, key, value, partition, None, None)
-
-    server = QueryServer(
-        settings, states, recovery, metrics, _while_running(send), _while_running(append), _while_running(to_dlq)
-    )
-
-    @app.task
-    async def serve_queries() -> None:
-        await server.run()
-
-    def leave_group() -> None:
-        """The Faust consumer leaves its group (on its own thread): its partitions move."""
-        thread = app.consumer._thread
-        thread.thread_loop.call_soon_threadsafe(thread._consumer.unsubscribe)
-
-    async def hand_over() -> None:
-        """What `emgas worker` does on SIGTERM before it stops (streams.runtime.worker): hand the
-        partitions over, then answer nothing more, before Faust stops the producer."""
-        try:
-            await server.hand_over(leave_group, settings.hand_over_s)
-        finally:
-            await server.stop()
-
-    app.hand_over = hand_over  # type: ignore[attr-defined]
 
 
 class Extraction:

@@ -13,8 +13,8 @@ fetcher's wait for an assignment raises it, which crashes a worker that
 holds partitions.
 
 So, whatever the broker does: a SyncGroup refused with INVALID_REQUEST is
-answered as a rebalance in progress, a rejoin at once (`SyncGroupGuard`);
-any other error the coordinator holds for the application is taken, so
+answered as a rebalance in progress, a rejoin at once (a patch of aiokafka:
+`streams.runtime.patches.guard_sync_groups`); any other error the coordinator holds for the application is taken, so
 it goes on; and a member that has had no assignment at all (not even an
 empty one) for longer than three session timeouts asks to rejoin
 (`GroupWatch`; a first join on a busy broker legitimately takes a few
@@ -23,10 +23,6 @@ Each is logged and counted (`emgas_group_rejoins_total{reason}`).
 
 The checks run on the consumer's own thread and event loop (Faust runs
 aiokafka there), reached with `call_soon_threadsafe` from a daemon thread.
-
-`EMGAS_FAULT_SYNC_GROUP_ERRORS=n` (a test hook, 0 by default) refuses the
-worker's first n SyncGroup requests with INVALID_REQUEST, before they are
-sent, as the embedded broker's race does.
 """
 
 from __future__ import annotations
@@ -35,9 +31,6 @@ import logging
 import threading
 import time
 from typing import Any, Callable
-
-from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
-from aiokafka.errors import InvalidRequestError, RebalanceInProgressError
 
 log = logging.getLogger(__name__)
 CHECK_EVERY_S = 0.5
@@ -112,70 +105,3 @@ def watch_group(app: Any, watch: GroupWatch) -> threading.Thread:
     watcher = threading.Thread(target=tick, name="emgas-group-watch", daemon=True)
     watcher.start()
     return watcher
-
-
-class SyncGroupGuard:
-    """SyncGroup refused with INVALID_REQUEST means "join again", not "stop".
-
-    aiokafka 0.14 treats the error as unexpected: it stores it for the
-    application and, meanwhile, makes the fetcher's wait for an assignment
-    raise it, which crashes a Faust worker that holds partitions. The guard
-    answers it as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at once.
-    `fail_first` is the test hook: that many SyncGroups are refused here,
-    before they are sent."""
-
-    def __init__(self) -> None:
-        self.count: Callable[[str], None] = lambda reason: None
-        self.fail_first = 0
-
-    async def sync(self, rebalance: Any, request: Any, send_sync: Callable[[Any, Any], Any]) -> Any:
-        coordinator = rebalance._coordinator
-        send = coordinator._send_req
-
-        async def translated(sync_request: Any) -> Any:
-            if sync_request is not request:  # another request sent meanwhile (a commit): untouched
-                return await send(sync_request)
-            if self.fail_first > 0:
-                self.fail_first -= 1
-                log.warning("test hook: SyncGroup refused with INVALID_REQUEST (%d more to refuse)", self.fail_first)
-                response: Any = _Answer(InvalidRequestError.errno)
-            else:
-                response = await send(sync_request)
-            if response.error_code != InvalidRequestError.errno:
-                return response
-            log.warning("consumer group %s: SyncGroup refused with INVALID_REQUEST; rejoining", rebalance.group_id)
-            self.count("sync_refused")
-            return _Answer(RebalanceInProgressError.errno)
-
-        coordinator._send_req = translated  # for this one request
-        try:
-            return await send_sync(rebalance, request)
-        finally:
-            del coordinator._send_req
-
-
-class _Answer:
-    """A SyncGroup response carrying only an error code."""
-
-    def __init__(self, error_code: int) -> None:
-        self.error_code = error_code
-        self.member_assignment = b""
-
-
-SYNC_GROUP_GUARD = SyncGroupGuard()
-
-
-def guard_sync_groups(count: Callable[[str], None], fail_first: int = 0) -> None:
-    """Install `SYNC_GROUP_GUARD` in aiokafka (once per process); `count(reason)`
-    is told of each refusal, `fail_first` refusals are made up (the test hook)."""
-    SYNC_GROUP_GUARD.count = count
-    SYNC_GROUP_GUARD.fail_first = fail_first
-    original = CoordinatorGroupRebalance._send_sync_group_request
-    if getattr(original, "emgas_guard", False):
-        return
-
-    async def guarded(self: Any, request: Any) -> Any:
-        return await SYNC_GROUP_GUARD.sync(self, request, original)
-
-    guarded.emgas_guard = True  # type: ignore[attr-defined]
-    CoordinatorGroupRebalance._send_sync_group_request = guarded

@@ -10,7 +10,7 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.state.projector import PartitionState
-from emgas.state.repository import STATE_FORMAT, GraphRepository
+from emgas.state.repository import STATE_FORMAT, state_format
 from emgas.state.rocks import RocksStore
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.state.steps import PartitionWorker
@@ -67,7 +67,7 @@ class PartitionStates:
         recovery rebuilds it from the log (the state is a disposable view)."""
         path = self._path(partition)
         store = RocksStore(path)
-        found = GraphRepository(store).state_format()
+        found = state_format(store)
         if found in (None, STATE_FORMAT):
             return store
         log.warning("state of partition %s is in format %s, not %s: rebuilding it from the log", partition, found, STATE_FORMAT)

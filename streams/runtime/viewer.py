@@ -23,6 +23,7 @@ from emgas.processors.association import outgoing_weights
 from emgas.processors.errors import QueryError
 from emgas.processors.events import ActivationQuery, QueryParams
 from emgas.state.projector import PartitionState
+from emgas.state.view import GraphView
 from emgas.state.retrieval import answer
 from emgas.streams.settings import Settings
 
@@ -41,17 +42,17 @@ def graph_list(states: list[PartitionState]) -> list[dict[str, Any]]:
     ]
 
 
-def _find(states: list[PartitionState], graph_id: str) -> PartitionState:
+def _find(states: list[PartitionState], graph_id: str) -> tuple[PartitionState, GraphView]:
     for state in states:
-        if state.view(graph_id) is not None:
-            return state
+        view = state.view(graph_id)
+        if view is not None:
+            return state, view
     raise QueryError("graph_not_found", f"graph {graph_id!r} is not held by this worker")
 
 
 def graph_picture(states: list[PartitionState], graph_id: str, limit: int, settings: Settings) -> dict[str, Any]:
     """The `limit` most mentioned concepts and the strongest edges among them."""
-    state = _find(states, graph_id)
-    view = state.view(graph_id)
+    state, view = _find(states, graph_id)
     chosen = view.most_mentioned(limit)
     ids = [view.ids[i] for i in chosen]
     records = state.repo.concepts(view.ref, ids)
@@ -77,8 +78,7 @@ def graph_picture(states: list[PartitionState], graph_id: str, limit: int, setti
 
 def traced_query(states: list[PartitionState], graph_id: str, text: str, settings: Settings) -> dict[str, Any]:
     """Answer `text` without reinforcing; what fired at each iteration, and why each passage came back."""
-    state = _find(states, graph_id)
-    view = state.view(graph_id)
+    state, view = _find(states, graph_id)
     trace: list[tuple[np.ndarray, np.ndarray]] = []
     query = ActivationQuery(request_id="viewer", graph_id=graph_id, text=text, reinforce=False, params=QueryParams())
     reply = answer(state, query, settings.activation, settings.extraction, lambda: 0.0, trace)

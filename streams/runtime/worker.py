@@ -7,10 +7,9 @@ import logging
 import socket
 import tempfile
 
-import faust
-
 from emgas.state.retrieval import warm_up
-from emgas.streams.runtime.app import FATAL, create_app
+from emgas.streams.runtime.compose import NO_HOOKS, Hooks, build_worker
+from emgas.streams.runtime.patches import HandingOverWorker
 from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
@@ -23,27 +22,6 @@ def where(settings: Settings) -> str:
     url = f"http://{settings.web_host}:{settings.web_port}"
     return (f"emgas worker {settings.worker_name}: viewer {url}/  metrics {url}/metrics  health {url}/health  "
             f"| Kafka {settings.bootstrap_servers()}  | state {settings.worker_data_dir}")
-
-
-class HandingOverWorker(faust.Worker):
-    """SIGTERM: hand the partitions over first (`app.hand_over`: leave the group,
-    answer until the new owners have caught up), then stop. A second SIGTERM,
-    or SIGINT, stops at once."""
-
-    _handing_over = False
-
-    def _on_sigterm(self) -> None:
-        if self._handing_over:
-            return super()._on_sigterm()
-        self._handing_over = True
-        self.loop.create_task(self._hand_over_then_stop())
-
-    async def _hand_over_then_stop(self) -> None:
-        try:
-            await self.app.hand_over()
-        except Exception:  # noqa: BLE001 - stopping must not depend on it
-            logging.getLogger(__name__).exception("hand-over failed; stopping")
-        super()._on_sigterm()
 
 
 def check_can_start(settings: Settings) -> None:
@@ -69,8 +47,9 @@ def check_can_start(settings: Settings) -> None:
             ) from None
 
 
-def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
-    """Run until SIGINT/SIGTERM. Blocks; exits the process when done."""
+def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOOKS) -> None:
+    """Run until SIGINT/SIGTERM. Blocks; exits the process when done. `hooks`:
+    test-only faults (tests/support/hooked_worker.py); `emgas worker` sets none."""
     check_can_start(settings)
     quiet_transient_kafka_errors()
     on_mock = asyncio.run(ensure_topics(settings))
@@ -79,13 +58,14 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     # WordNet and the encoder load now (about 1 s), before the worker joins its
     # group: not on its first query, and not while it folds its first turns.
     warm_up(settings.activation)
-    app = create_app(settings)
-    worker = HandingOverWorker(
-        app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel)
+    worker = build_worker(settings, hooks)
+    faust_worker = HandingOverWorker(
+        worker.app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel),
+        hand_over=worker.hand_over,
     )
     logging.getLogger("faust").setLevel(getattr(logging, loglevel))
     try:
-        worker.execute_from_commandline()
+        faust_worker.execute_from_commandline()
     finally:
-        if FATAL:
-            raise WorkerStopped(FATAL[0])
+        if worker.fatal:
+            raise WorkerStopped(worker.fatal[0])

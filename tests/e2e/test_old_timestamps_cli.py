@@ -161,7 +161,7 @@ def test_replay_prints_one_line_per_rejected_event_and_no_traceback(live):
     run = live.emgas("replay", "--all", "--verify", "--state-dir", str(live.home / "replayed"))
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "Traceback" not in run.stdout + run.stderr
-    [line] = [l for l in run.stdout.splitlines() if "rejected: RuleBug" in l]
+    [line] = [out for out in run.stdout.splitlines() if "rejected: RuleBug" in out]
     assert line.startswith("partition ") and "retrieved of graph 'rej' rejected: RuleBug: a bug in the retrieval rule" in line
     assert "verified: all" in run.stdout
     verbose = live.emgas("-v", "replay", "--all", "--state-dir", str(live.home / "replayed-verbose"))

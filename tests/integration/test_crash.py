@@ -13,6 +13,7 @@ from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import turns_per_graph, wait_for_turns
 from emgas.streams.errors import QueryTimeout
+from tests.support import hooked_worker
 from tests.support.live import live_pipeline, publish_and_wait, run
 from tests.support.turns import GRAPHS, stream_of_turns
 
@@ -26,14 +27,16 @@ async def applied_turns(client: MemoryClient) -> int:
 
 # The worker that is killed applies 5 events a batch, each held 50 ms before its
 # commit, so the kill finds applied events that are not committed yet.
-MID_STREAM = {"EMGAS_APPLY_BATCH": "5", "EMGAS_COMMIT_HOLD_S": "0.05"}
+# Small batches, each held 0.05 s before its commit: the kill falls mid-stream.
+MID_STREAM = {"EMGAS_APPLY_BATCH": "5"}
+HELD = hooked_worker.command(commit_hold_s=0.05)
 
 
 def test_sigkill_mid_ingest_then_restart_gives_the_replayed_graph(tmp_path):
     turns = stream_of_turns()
     first, rest = turns[: len(turns) // 2], turns[len(turns) // 2 :]
     with live_pipeline(tmp_path / "home", partitions=3, workers=0) as live:
-        live.start("worker-1", env=MID_STREAM)
+        live.start("worker-1", env=MID_STREAM, command=HELD)
 
         async def ingest_until_mid_stream() -> int:
             # In chunks, so the kill falls mid-stream whatever the worker's speed:

@@ -12,6 +12,7 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
+from tests.support import hooked_worker
 from tests.support.live import live_pipeline, run
 from tests.support.metrics import scrape, value
 from tests.support.rule_bug import POISON, environment as rule_bug_environment, install
@@ -34,16 +35,15 @@ def offsets(port: int) -> tuple[float, float]:
     return value(text, "emgas_applied_offset"), value(text, "emgas_committed_offset")
 
 
-def test_sigkill_between_two_commits_under_ingest_ends_equal_to_replay(tmp_path, monkeypatch):
+def test_sigkill_between_two_commits_under_ingest_ends_equal_to_replay(tmp_path):
     # Each batch waits 0.4 s between applying and committing: the kill falls
     # in that window, with applied events the store does not hold yet.
-    monkeypatch.setenv("EMGAS_COMMIT_HOLD_S", "0.4")
     everything = turns(8, "k")
     first, rest = everything[: len(everything) // 4], everything[len(everything) // 4:]
     port = free_port()
     with live_pipeline(tmp_path / "home", partitions=2, workers=0) as live:
         live.workers["w"] = start_worker(live.settings, tmp_path / "home" / "w.log", name="w", web_port=port,
-                                         env=rule_bug_environment())
+                                         env=rule_bug_environment(), command=hooked_worker.command(commit_hold_s=0.4))
 
         async def ingest_and_kill() -> tuple[float, float]:
             async with MemoryClient(live.settings) as client:
@@ -65,7 +65,6 @@ def test_sigkill_between_two_commits_under_ingest_ends_equal_to_replay(tmp_path,
 
         applied, committed = run(ingest_and_kill())
         assert applied > committed
-        monkeypatch.setenv("EMGAS_COMMIT_HOLD_S", "0")
         live.workers["w"] = start_worker(live.settings, tmp_path / "home" / "w2.log", name="w", web_port=free_port())
 
         async def check() -> None:

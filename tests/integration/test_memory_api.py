@@ -3,7 +3,7 @@
 import pytest
 
 from emgas.streams.errors import BrokerError, ConfigError
-from emgas.streams.interfaces.memory import AsyncMemory, Memory, MemoryError
+from emgas.streams.interfaces.memory import AsyncMemory, Memory, MemoryApiError
 from emgas.streams.settings import Settings
 from tests.support.live import run
 
@@ -39,10 +39,10 @@ def test_messages_become_turns_in_order_and_graphs_stay_apart(pipeline):
                                    graph="mem-a")
             first, second = [await memory.get(i, graph="mem-a") for i in ids]
             assert (first.speaker, second.speaker) == ("user", "assistant") and first.timestamp < second.timestamp
-            with pytest.raises(MemoryError) as refused:
+            with pytest.raises(MemoryApiError) as refused:
                 await memory.search("greyhound", graph="mem-nobody")
             assert refused.value.code == "graph_not_found"
-            with pytest.raises(MemoryError) as unnamed:
+            with pytest.raises(MemoryApiError) as unnamed:
                 await memory.search("greyhound")
             assert unnamed.value.code == "no_graph"
             await memory.delete_all(graph="mem-a")

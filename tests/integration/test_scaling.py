@@ -16,6 +16,7 @@ from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.availability import Availability
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from tests.support import hooked_worker
 from tests.support.live import live_pipeline, publish_and_wait, run, wait_for_workers
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,7 @@ def test_a_worker_whose_sync_group_fails_rejoins_by_itself(tmp_path):
     turns = graphs_turns("heal", copies=1)
     with live_pipeline(tmp_path, partitions=3) as live:
         run(publish_and_wait(live.settings, turns, len(turns), turns_per_graph(turns)))
-        live.start("worker-2", env={"EMGAS_FAULT_SYNC_GROUP_ERRORS": "1"})
+        live.start("worker-2", command=hooked_worker.command(sync_group_errors=1))
         run(wait_for_workers(live.settings, {"worker-1", "worker-2"}, deadline_s=60))
         log = (live.home / "worker-2.log").read_text()
         assert "test hook: SyncGroup refused" in log and "SyncGroup refused with INVALID_REQUEST; rejoining" in log

@@ -21,7 +21,8 @@ from typing import Literal
 import pytest
 
 from emgas.streams.kafka.embedded import MockCluster
-from emgas.streams.kafka.node import KafkaCluster, default_cache, find_jars, find_java, why_not_kafka
+from emgas.streams.kafka.node import KafkaCluster, find_jars, find_java, why_not_kafka
+from emgas.streams.settings import default_cache
 from emgas.streams.kafka.local import start_embedded, start_with_topics
 from emgas.streams.settings import Settings
 

@@ -38,11 +38,12 @@ class Live:
     workers: dict[str, object] = field(default_factory=dict)
     web_ports: dict[str, int] = field(default_factory=dict)
 
-    def start(self, name: str, env: dict[str, str] | None = None) -> None:
-        """A worker named `name` (its web server on a port of its own, `web_ports[name]`)."""
+    def start(self, name: str, env: dict[str, str] | None = None, command: list[str] | None = None) -> None:
+        """A worker named `name` (its web server on a port of its own, `web_ports[name]`);
+        `command`: a worker with test-only faults (`tests.support.hooked_worker.command`)."""
         self.web_ports[name] = free_port()
         self.workers[name] = start_worker(self.settings, self.home / f"{name}.log", name=name,
-                                          web_port=self.web_ports[name], env=env)
+                                          web_port=self.web_ports[name], env=env, command=command)
 
     def health(self, name: str) -> dict:
         """The worker's `/health` (200 or 503 alike)."""

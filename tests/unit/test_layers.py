@@ -30,3 +30,13 @@ def test_test_modules_share_helpers_only_through_tests_support():
     offenders = [str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("*.py")
                  if "node_modules" not in path.parts and imports.search(path.read_text())]
     assert offenders == []
+
+
+def test_the_benches_import_each_other_one_way_only():
+    """`tools.bench` runs the scaling and replay benches; they take nothing from it (no cycle)."""
+    import grimp
+
+    graph = grimp.build_graph("emgas")
+    bench = {m for m in graph.modules if m == "emgas.tools.bench" or m.startswith("emgas.tools.bench.")}
+    for other in ("emgas.tools.scaling_bench", "emgas.tools.replay_bench"):
+        assert [m for m in bench if graph.find_shortest_chain(importer=other, imported=m)] == []

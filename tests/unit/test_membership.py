@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.errors import InvalidRequestError, KafkaError, NoError, RebalanceInProgressError
 
-from emgas.streams.runtime.membership import UNASSIGNED_SESSIONS, GroupWatch, SyncGroupGuard
+from emgas.streams.runtime.membership import UNASSIGNED_SESSIONS, GroupWatch
+from emgas.streams.runtime.patches import SyncGroupGuard
 
 
 class Coordinator:

@@ -15,7 +15,10 @@ from tests.support.factories import T0, ingested
 WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
 
-def worker(params: GraphParams = GraphParams(window_s=DAY_S, consolidate_every_s=0)) -> PartitionWorker:
+DAILY = GraphParams(window_s=DAY_S, consolidate_every_s=0)
+
+
+def worker(params: GraphParams = DAILY) -> PartitionWorker:
     return PartitionWorker(PartitionState(MemoryStore(), params), params, name="w", partition=3)
 
 

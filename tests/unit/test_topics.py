@@ -56,7 +56,9 @@ def test_same_counts_same_topics_whatever_the_input_order():
 
 
 def test_label_propagation_splits_two_cliques_joined_by_one_weak_edge():
-    clique = lambda names: {(a, b): 1.0 for i, a in enumerate(names) for b in names[i + 1:]}
+    def clique(names: list[str]) -> dict[tuple[str, str], float]:
+        return {(a, b): 1.0 for i, a in enumerate(names) for b in names[i + 1:]}
+
     edges = {**clique(["a", "b", "c", "d"]), **clique(["w", "x", "y", "z"]), ("d", "w"): 0.1}
     labels = propagate_labels(edges, max_rounds=20)
     assert len({labels[n] for n in "abcd"}) == 1 and len({labels[n] for n in "wxyz"}) == 1

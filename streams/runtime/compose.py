@@ -1,0 +1,105 @@
+"""The composition root: what a worker is made of, and how the parts connect.
+
+`build_worker(settings)` is the one place that constructs the worker's
+collaborators and hands each the others it needs; nothing is set on the
+Faust app afterwards. `emgas worker` runs what it returns
+(`streams.runtime.worker`). `Hooks` are faults and pauses only tests set
+(tests/support/hooked_worker.py); the command line never does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emgas.processors.extract import extractor_id
+from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.streams.http_auth import aiohttp_guard
+from emgas.streams.runtime.app import Agents, Extraction, Output, faust_app, health, refresh_gauges, while_running
+from emgas.streams.runtime.membership import GroupWatch, watch_group
+from emgas.streams.runtime.metrics import Metrics, register_pages
+from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
+from emgas.streams.runtime.recovery import Recovery
+from emgas.streams.runtime.serving import QueryServer
+from emgas.streams.runtime.viewer import register_viewer
+from emgas.streams.settings import Settings
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Test-only faults: `commit_hold_s`, a pause between flushing a batch's
+    emitted events and committing its states (so a crash test can kill a
+    worker in between); `sync_group_errors`, that many SyncGroup requests
+    refused with INVALID_REQUEST before they are sent (the embedded broker's race)."""
+
+    commit_hold_s: float = 0.0
+    sync_group_errors: int = 0
+
+
+@dataclass
+class Worker:
+    """A worker's parts. `fatal` holds why it must end (one line each), for the command's exit status."""
+
+    app: App
+    settings: Settings
+    states: PartitionStates
+    metrics: Metrics
+    recovery: Recovery
+    server: QueryServer
+    fatal: list[str] = field(default_factory=list)
+
+    async def hand_over(self) -> None:
+        """What `emgas worker` does on SIGTERM before it stops: hand the partitions
+        over, then answer nothing more, before Faust stops the producer."""
+        try:
+            await self.server.hand_over(lambda: leave_group(self.app), self.settings.hand_over_s)
+        finally:
+            await self.server.stop()
+
+
+NO_HOOKS = Hooks()  # what `emgas worker` runs with
+
+
+def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
+    """The worker for `settings`: its Faust app, partition states, recovery, agents and query server."""
+    check_versions()
+    settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
+    app = faust_app(settings)
+    metrics = Metrics()
+    states = PartitionStates(
+        settings.worker_data_dir / "state", settings.graph, settings.activation, settings.extraction,
+        settings.worker_name, SnapshotPolicy(settings.snapshot_min_bytes, settings.snapshot_ratio),
+    )
+    output = Output(app, settings, metrics)
+    fatal: list[str] = []
+
+    async def stop_for(err: Exception) -> None:
+        fatal.append(str(err))
+        await app.crash(err)
+
+    recovery = Recovery(settings, states, output.append_at, metrics, stop_for)
+    app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
+    app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
+    agents = Agents(settings, states, recovery, metrics, output,
+                    Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s)
+    agents.register(app)
+    # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
+    server = QueryServer(settings, states, recovery, metrics, while_running(output.send),
+                         while_running(output.append), while_running(output.to_dlq))
+    app.task(server.run)
+    _register_pages(app, settings, states, recovery, metrics)
+    rejoined = metrics.group_rejoins.labels
+    guard_sync_groups(lambda reason: rejoined(reason).inc(), hooks.sync_group_errors)
+    watch_group(app, GroupWatch(settings.app_id, settings.session_timeout_s, lambda reason: rejoined(reason).inc()))
+    return Worker(app, settings, states, metrics, recovery, server, fatal)
+
+
+def _register_pages(app: App, settings: Settings, states: PartitionStates, recovery: Recovery,
+                    metrics: Metrics) -> None:
+    """/metrics, /health and the viewer on Faust's web server, behind the token if one is set."""
+    register_pages(app, metrics, lambda m: refresh_gauges(m, app, settings, states, recovery),
+                   lambda: health(settings, recovery))
+    register_viewer(app, settings, lambda: [states.get(p) for p in recovery.ready_partitions()])
+    token = settings.web_token()
+    if token is not None:  # every page behind the bearer token (`streams.http_auth`)
+        app.web.web_app.middlewares.append(aiohttp_guard(token))  # type: ignore[attr-defined]

@@ -1,0 +1,209 @@
+"""Every change this worker makes to Faust's and aiokafka's internals, in one place.
+
+Each patch below reaches into code that is not the libraries' public API,
+so it was written for, and is tested with, exactly the pinned versions
+(`PINNED`, equal to pyproject.toml's pins: tests/unit/test_patches.py).
+`check_versions()` refuses to build a worker on any other version, with one
+line naming the patch that would be at risk. The patches, and why each exists:
+
+1. `App` / `Transport`: the consumer's fetch wait (`EMGAS_FETCH_MAX_WAIT_MS`).
+   faust-streaming hard-codes `fetch_max_wait_ms=1500` where it builds the
+   worker's consumer. A real broker answers a fetch as soon as data arrives,
+   but the embedded mock cluster holds every idle fetch for the full wait,
+   which would add up to 1.5 s to each query round trip. `_ConsumerThread`
+   sets aiokafka's private `_fetch_max_wait_ms` before the consumer starts.
+   Tested by every live test's query latency (tests/integration).
+2. `_Producer`: an idempotent producer. Faust's producer is idempotent only
+   inside its transactions; this one always is (acks=all, Faust's default):
+   a retried send after a lost acknowledgement (a broker killed, a leader
+   moved) does not write the event twice. The fold would skip the copy
+   anyway; the log stays smaller. Tested by tests/integration/test_kafka_durability.py.
+3. `guard_sync_groups`: a SyncGroup refused with INVALID_REQUEST means "join
+   again", not "stop". aiokafka 0.14 stores that error for the application
+   (`GroupCoordinator._push_error_to_user`) and, meanwhile, makes the
+   fetcher's wait for an assignment raise it, which crashes a Faust worker
+   that holds partitions; the embedded broker produces it by a race. The
+   guard replaces `CoordinatorGroupRebalance._send_sync_group_request` and
+   answers the error as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at
+   once. Tested by tests/unit/test_membership.py and, live, by
+   tests/integration/test_scaling.py (with a test-only fault, `Hooks`).
+4. `HandingOverWorker`: SIGTERM hands the partitions over before stopping.
+   Overrides Faust's `Worker._on_sigterm` (see `streams.runtime.worker`).
+   Tested by tests/integration/test_rebalance.py.
+5. `leave_group`: the Faust consumer leaves its group from its own thread
+   (`consumer._thread`, aiokafka's `unsubscribe`), so a worker's partitions
+   move before it stops. Tested with 4.
+
+Not patches, but reads of private state, also tied to these versions:
+`streams.runtime.membership.GroupWatch` looks at the coordinator's held
+error and the subscription's assignment; `replay.reader` asks aiokafka's
+client for metadata. And `streams.logs.TransientLeaderErrors` lowers one
+aiokafka log message (a filter on a public logger, nothing patched).
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import metadata
+from typing import Any, Awaitable, Callable
+
+import faust
+from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
+from aiokafka.errors import InvalidRequestError, RebalanceInProgressError
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from emgas.streams.errors import StreamsError
+
+log = logging.getLogger(__name__)
+
+# The distributions whose internals are patched, and the versions the patches were written for.
+PINNED = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
+
+
+class UnpatchableVersion(StreamsError):
+    """An installed Faust or aiokafka that the patches were not written for."""
+
+
+def check_versions(installed: Callable[[str], str] = metadata.version) -> None:
+    """Refuse, in one line, a Faust or aiokafka other than the pinned one."""
+    for name, pinned in PINNED.items():
+        found = installed(name)
+        if found != pinned:
+            raise UnpatchableVersion(
+                f"the worker patches internals of {name} {pinned} (streams/runtime/patches.py), "
+                f"but {name} {found} is installed: install {name}=={pinned}"
+            )
+
+
+# 1 and 2: the consumer's fetch wait, an idempotent producer.
+
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # aiokafka reads this attribute when the consumer starts its fetcher.
+        consumer._fetch_max_wait_ms = self.app.fetch_max_wait_ms  # type: ignore[attr-defined]
+        return consumer
+
+
+class _Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> _ConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _Producer(faust_aiokafka.Producer):
+    def _settings_extra(self) -> Any:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
+class Transport(faust_aiokafka.Transport):
+    Consumer = _Consumer
+    Producer = _Producer
+
+
+class App(faust.App):
+    """A Faust app whose consumer uses `fetch_max_wait_ms` and whose producer is idempotent."""
+
+    def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        super().__init__(*args, **kwargs)
+
+    def _new_transport(self) -> Transport:
+        return Transport(self.conf.broker_consumer, self)
+
+
+# 3: SyncGroup refused with INVALID_REQUEST.
+
+class SyncGroupGuard:
+    """SyncGroup refused with INVALID_REQUEST means "join again", not "stop".
+
+    The guard answers it as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at
+    once. `fail_first` is a test-only fault (`Hooks.sync_group_errors`): that
+    many SyncGroups are refused here, before they are sent."""
+
+    def __init__(self) -> None:
+        self.count: Callable[[str], None] = lambda reason: None
+        self.fail_first = 0
+
+    async def sync(self, rebalance: Any, request: Any, send_sync: Callable[[Any, Any], Any]) -> Any:
+        coordinator = rebalance._coordinator
+        send = coordinator._send_req
+
+        async def translated(sync_request: Any) -> Any:
+            if sync_request is not request:  # another request sent meanwhile (a commit): untouched
+                return await send(sync_request)
+            if self.fail_first > 0:
+                self.fail_first -= 1
+                log.warning("test hook: SyncGroup refused with INVALID_REQUEST (%d more to refuse)", self.fail_first)
+                response: Any = _Answer(InvalidRequestError.errno)
+            else:
+                response = await send(sync_request)
+            if response.error_code != InvalidRequestError.errno:
+                return response
+            log.warning("consumer group %s: SyncGroup refused with INVALID_REQUEST; rejoining", rebalance.group_id)
+            self.count("sync_refused")
+            return _Answer(RebalanceInProgressError.errno)
+
+        coordinator._send_req = translated  # for this one request
+        try:
+            return await send_sync(rebalance, request)
+        finally:
+            del coordinator._send_req
+
+
+class _Answer:
+    """A SyncGroup response carrying only an error code."""
+
+    def __init__(self, error_code: int) -> None:
+        self.error_code = error_code
+        self.member_assignment = b""
+
+
+SYNC_GROUP_GUARD = SyncGroupGuard()
+
+
+def guard_sync_groups(count: Callable[[str], None], fail_first: int = 0) -> None:
+    """Install `SYNC_GROUP_GUARD` in aiokafka (once per process); `count(reason)`
+    is told of each refusal, `fail_first` refusals are made up (a test-only fault)."""
+    SYNC_GROUP_GUARD.count = count
+    SYNC_GROUP_GUARD.fail_first = fail_first
+    original = CoordinatorGroupRebalance._send_sync_group_request
+    if getattr(original, "emgas_guard", False):
+        return
+
+    async def guarded(self: Any, request: Any) -> Any:
+        return await SYNC_GROUP_GUARD.sync(self, request, original)
+
+    guarded.emgas_guard = True  # type: ignore[attr-defined]
+    CoordinatorGroupRebalance._send_sync_group_request = guarded
+
+
+# 4 and 5: handing partitions over on SIGTERM.
+
+class HandingOverWorker(faust.Worker):
+    """SIGTERM: `hand_over()` first (leave the group, answer until the new
+    owners have caught up), then stop. A second SIGTERM, or SIGINT, stops at once."""
+
+    _handing_over = False
+
+    def __init__(self, *args: Any, hand_over: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        self._hand_over = hand_over
+        super().__init__(*args, **kwargs)
+
+    def _on_sigterm(self) -> None:
+        if self._handing_over:
+            return super()._on_sigterm()
+        self._handing_over = True
+        self.loop.create_task(self._hand_over_then_stop())
+
+    async def _hand_over_then_stop(self) -> None:
+        try:
+            await self._hand_over()
+        except Exception:  # noqa: BLE001 - stopping must not depend on it
+            log.exception("hand-over failed; stopping")
+        super()._on_sigterm()
+
+
+def leave_group(app: faust.App) -> None:
+    """The Faust consumer leaves its group (on its own thread): its partitions move."""
+    thread = app.consumer._thread  # type: ignore[attr-defined]
+    thread.thread_loop.call_soon_threadsafe(thread._consumer.unsubscribe)
