@@ -44,7 +44,7 @@ check: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q -m "not slow" tests/unit tests/contract
+	$(VENV)/bin/pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info tests/browser/node_modules test-artifacts

@@ -25,6 +25,7 @@ LIMITS = {
 }
 
 
+@pytest.mark.slow  # the quick bench, live: the slowest test
 @pytest.mark.timeout(1600)
 def test_bench_quick_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
