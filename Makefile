@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test check install kafka kcat browser wordnet clean
+.PHONY: demo test check docs install kafka kcat browser wordnet clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ demo: install kafka wordnet
 
 test: install kafka kcat browser wordnet
 	$(VENV)/bin/pytest
+
+# The reference pages in docs/reference/ (settings, wire format, metrics, CLI), from the code.
+docs: install
+	$(VENV)/bin/python -m emgas.tools.reference
 
 check: install
 	$(VENV)/bin/ruff check .

@@ -41,36 +41,47 @@ Neighbours = Callable[[int], tuple[np.ndarray, np.ndarray]]
 class ActivationParams(BaseModel):
     """Defaults of spreading activation; a query may override those in `QueryParams`."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     firing_threshold: float = Field(default=0.01, ge=0.0, le=1.0)
+    """F: a node fires when its activation exceeds this."""
     propagation_decay: float = Field(default=0.3, ge=0.0, le=1.0)
+    """D: the share of a firing node's activation it passes on."""
     max_iterations: int = Field(default=5, ge=1, le=50)
+    """Spreading stops after this many iterations at most."""
     epsilon: float = Field(default=1e-4, ge=0.0, le=1.0)
+    """ε: spreading stops when the total change Σ|A_new − A| falls below this."""
     top_concepts: int = Field(default=50, ge=1, le=1000)
+    """Concepts ranked in a reply."""
     top_passages: int = Field(default=5, ge=1, le=1000)
+    """Passages returned in a reply."""
     spend: bool = True
+    """A firing node keeps only A·(1 − D) of its own activation, so energy does not circulate forever."""
     fan: bool = True
+    """ACT-R's fan effect: a node's outgoing weights are divided by their sum, so it sends out exactly A·D."""
     weight: WeightKind = "ppmi_norm"
+    """Edge weight W: PPMI, or PPMI normalised to [0, 1] (ppmi_norm)."""
     hub_floor: float = Field(default=0.3, ge=0.0, le=1.0)
-    # Passages pass context_weight × their score to the turns within
-    # context_window places of them in the same session (0: off).
+    """h in score = activation · (h + (1 − h) · specificity): how much of its score a hub keeps."""
     context_window: int = Field(default=2, ge=0, le=20)
+    """Passages pass context_weight × their score to the turns within context_window places of them in the same
+    session (0: off)."""
     context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
-    # A passage said by a person the query names scores (1 + speaker_boost) ×.
+    """See context_window."""
     speaker_boost: float = Field(default=1.0, ge=0.0, le=10.0)
-    # Each turn of a session gets session_weight × the session's summed
-    # passage scores / its number of turns (0: off).
+    """A passage said by a person the query names scores (1 + speaker_boost) ×."""
     session_weight: float = Field(default=0.3, ge=0.0, le=1.0)
-    # Share of a concept's outgoing weight that flows up to its topic nodes
-    # (see `state.view.GraphView.neighbours`); 0: topics take no part.
+    """Each turn of a session gets session_weight × the session's summed passage scores / its number of turns (0:
+    off)."""
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
-    # A query word that is no concept of the graph seeds the concepts a
-    # lexicon relates it to (`processors.expansion`); False: it seeds nothing.
+    """Share of a concept's outgoing weight that flows up to its topic nodes (see
+    `state.view.GraphView.neighbours`); 0: topics take no part."""
     expansion: bool = True
-    # With emgas[dense] installed, each query word also seeds the concepts
-    # whose word vectors are nearest (`processors.expansion.similar_seeds`).
+    """A query word that is no concept of the graph seeds the concepts a lexicon relates it to
+    (`processors.expansion`); False: it seeds nothing."""
     semantic: bool = True
+    """With emgas[dense] installed, each query word also seeds the concepts whose word vectors are nearest
+    (`processors.expansion.similar_seeds`)."""
 
     def overridden_by(self, query: QueryParams) -> "ActivationParams":
         given = query.model_dump(exclude_none=True)

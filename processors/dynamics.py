@@ -34,16 +34,25 @@ DAY_S = 86_400.0
 class DecayParams(BaseModel):
     """Parameters of forgetting. Decay events carry the ones they were decided with."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     model: DecayModel = "hybrid"
-    half_life_s: float = Field(default=90 * DAY_S, gt=0)  # exponential part
-    power_tau_s: float = Field(default=1 * DAY_S, gt=0)  # power law: time scale τ
-    power_beta: float = Field(default=0.5, gt=0)  # power law: exponent β
-    hybrid_after: int = Field(default=3, ge=1)  # reinforcements before power law
-    concept_threshold: float = Field(default=0.01, ge=0)  # prune concepts below
-    edge_stability_s: float = Field(default=90 * DAY_S, gt=0)  # S per co-occurrence
-    edge_threshold: float = Field(default=0.05, ge=0, lt=1)  # prune edges below
+    """exponential, power (law) or hybrid: exponential until a concept has been reinforced hybrid_after times, then
+    power law."""
+    half_life_s: float = Field(default=90 * DAY_S, gt=0)
+    """The exponential decay's half-life, seconds."""
+    power_tau_s: float = Field(default=1 * DAY_S, gt=0)
+    """The power law's time scale τ, seconds."""
+    power_beta: float = Field(default=0.5, gt=0)
+    """The power law's exponent β."""
+    hybrid_after: int = Field(default=3, ge=1)
+    """Reinforcements (mentions + retrievals) before a concept decays by the power law (hybrid)."""
+    concept_threshold: float = Field(default=0.01, ge=0)
+    """A concept whose activation falls below this is pruned."""
+    edge_stability_s: float = Field(default=90 * DAY_S, gt=0)
+    """Edge stability per co-occurrence, seconds: S = edge_stability_s · c(x, y), retention R = exp(−Δt / S)."""
+    edge_threshold: float = Field(default=0.05, ge=0, lt=1)
+    """An edge whose retention falls below this is pruned."""
 
     @property
     def rate(self) -> float:

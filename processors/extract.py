@@ -39,24 +39,25 @@ REVISION = 3
 class ExtractionParams(BaseModel):
     """Knobs of extraction; part of the extractor's identity (see `extractor_id`)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
-    # "words": every content word (lemma, not a stopword), proper-noun-like
-    # ones first: as good as YAKE for retrieval on LoCoMo and about ten
-    # times faster (README, "Performance"). "yake": YAKE key phrases.
     method: Literal["words", "yake"] = "words"
+    """"words": every content word (lemma, not a stopword), proper-noun-like ones first: as good as YAKE for
+    retrieval on LoCoMo and about ten times faster (README, "Performance"). "yake": YAKE key phrases."""
     max_concepts: int = Field(default=20, ge=1, le=100)
+    """At most this many concepts per turn."""
     max_ngram: int = Field(default=3, ge=1, le=5)
-    # importance = 1 / (1 + yake_score / yake_score_scale): YAKE scores are
-    # "lower is better", ~0.01 for a strong keyword and ~1 for a weak one.
+    """YAKE: the longest key phrase, in words."""
     yake_score_scale: float = Field(default=0.1, gt=0)
+    """importance = 1 / (1 + yake_score / yake_score_scale): YAKE scores are "lower is better", ~0.01 for a strong
+    keyword and ~1 for a weak one."""
     default_language: str = "en"
-    # Share of CJK characters among letters above which a text is Chinese.
+    """The language of a text that is not Chinese."""
     cjk_ratio: float = Field(default=0.3, ge=0, le=1)
-    # Extract from "speaker: text", so the speaker's name can become a concept
-    # linking the turns of that speaker (questions name people: LoCoMo
-    # recall@10 0.674 -> 0.702 with it).
+    """Share of CJK characters among letters above which a text is Chinese."""
     include_speaker: bool = True
+    """Extract from "speaker: text", so the speaker's name can become a concept linking the turns of that speaker
+    (questions name people: LoCoMo recall@10 0.674 -> 0.702 with it)."""
 
 
 def extractor_id(params: ExtractionParams) -> str:

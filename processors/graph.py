@@ -42,22 +42,24 @@ class GraphRef(NamedTuple):
 class GraphParams(BaseModel):
     """Parameters of applying graph events."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
-    # A repeated mention adds mention_boost · importance to base activation.
     mention_boost: float = Field(default=1.0, ge=0.0)
-    # A retrieval adds retrieval_boost · min(1, activation) to each concept it returns.
+    """A repeated mention adds mention_boost · importance to base activation."""
     retrieval_boost: float = Field(default=0.5, ge=0.0, le=MAX_BOOST)
-    # Event-time windows: a decay tick when a graph's clock crosses into a new
-    # window (0: no ticks), a consolidation when it crosses into a new
-    # consolidation window (0: none). Seconds.
+    """A retrieval adds retrieval_boost · min(1, activation) to each concept it returns."""
     window_s: float = Field(default=3600.0, ge=0.0)
+    """A decay tick each time a graph's event-time clock crosses into a new window of this length, seconds (0: no ticks)."""
     consolidate_every_s: float = Field(default=86_400.0, ge=0.0)
-    # An idle graph's clock moves on at wall-clock speed from its last event
-    # (see `state.scheduler`); checked this often, in wall seconds (0: never).
+    """A consolidation (topic nodes) each time a graph's event-time clock crosses into a new window of this length,
+    seconds (0: none)."""
     idle_check_s: float = Field(default=60.0, ge=0.0)
+    """An idle graph's clock moves on at wall-clock speed from its last event (see `state.scheduler`); checked this
+    often, in wall seconds (0: never)."""
     decay: DecayParams = DecayParams()
+    """Forgetting: how concepts and edges decay and when they are pruned (…__DECAY__*)."""
     topics: TopicParams = TopicParams()
+    """Consolidation into topic nodes (…__TOPICS__*)."""
 
 
 class ConceptState(BaseModel):

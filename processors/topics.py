@@ -28,17 +28,23 @@ Edge = tuple[str, str]
 
 
 class TopicParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     min_pair_count: int = Field(default=3, ge=1)
+    """A strong edge: seen in at least this many turns."""
     min_npmi: float = Field(default=0.3, ge=0.0, le=1.0)
-    # Both P(y|x) = c(x,y)/c(x) and P(x|y) at least this: a rare word seen a
-    # few times next to a common one is associated, but not a topic-mate.
+    """A strong edge: normalised PPMI at least this."""
     min_conditional: float = Field(default=0.2, ge=0.0, le=1.0)
+    """Both P(y|x) = c(x,y)/c(x) and P(x|y) at least this: a rare word seen a few times next to a common one is
+    associated, but not a topic-mate."""
     min_size: int = Field(default=3, ge=2)
-    max_size: int = Field(default=50, ge=2)  # larger clusters are hubs, not topics
+    """Clusters of at least this many concepts become topics."""
+    max_size: int = Field(default=50, ge=2)
+    """Larger clusters are hubs, not topics."""
     max_rounds: int = Field(default=20, ge=1)
+    """Label propagation stops after this many rounds at most."""
     label_terms: int = Field(default=3, ge=1)
+    """A topic's label joins the texts of its this many most central members."""
 
 
 def strong_edges(

@@ -45,15 +45,22 @@ Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 class KafkaSecurity(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     security_protocol: Protocol = "PLAINTEXT"
+    """How clients reach Kafka: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
     sasl_mechanism: Mechanism = "PLAIN"
+    """The SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
     sasl_username: str | None = None
+    """The SASL user (required with SASL_*)."""
     sasl_password: SecretStr | None = None
+    """The SASL password (required with SASL_*; masked in `emgas config`)."""
     ssl_cafile: Path | None = None
+    """CA certificates to trust the brokers with (PEM); unset: the system's."""
     ssl_certfile: Path | None = None
+    """This client's certificate (PEM), for brokers that authenticate clients by TLS."""
     ssl_keyfile: Path | None = None
+    """The private key of `ssl_certfile` (PEM)."""
 
     @model_validator(mode="after")
     def _complete(self) -> "KafkaSecurity":
@@ -105,90 +112,114 @@ KAFKA_FETCH_WAIT_MS = 100
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
-    # Comma-separated host:port list, `kafka://` prefix optional. Unset: the
-    # embedded broker's file (written by `emgas broker`) under `home`.
     broker: str | None = None
+    """Comma-separated host:port list, `kafka://` prefix optional. Unset: the embedded broker's file (written by
+    `emgas broker`) under `home`."""
     home: Path = Field(default_factory=lambda: Path.home() / ".emgas")
-    data_dir: Path | None = None  # default: home/data/<worker name>
+    """Where a machine keeps its state: workers' data, the broker file, `emgas broker`'s Kafka log, replays."""
+    data_dir: Path | None = None
+    """The worker's state directory (default: home/data/<worker name>)."""
     worker_name: str = "worker-1"
+    """This worker's name; its state lives in home/data/<worker name> (a new name starts empty)."""
     app_id: str = "emgas"
+    """The Faust app id: the workers' consumer group."""
 
-    partitions: int = Field(default=8, ge=1, le=1024)  # graph-events and queries (co-partitioned)
+    partitions: int = Field(default=8, ge=1, le=1024)
+    """Partitions of the graph-events and queries topics (co-partitioned: a query meets its graph's state)."""
     turn_partitions: int = Field(default=8, ge=1, le=1024)
+    """Partitions of the turns topic."""
     reply_partitions: int = Field(default=4, ge=1, le=1024)
+    """Partitions of the replies topic."""
     replication_factor: int = Field(default=1, ge=1)
+    """Replication factor of the topics the worker creates (3 on a production cluster)."""
     turns_topic: str = "emgas.turns"
+    """Where conversation turns are published."""
     graph_events_topic: str = "emgas.graph-events"
+    """The log of every change of state: the source of truth, kept forever."""
     queries_topic: str = "emgas.queries"
-    owners_topic: str = "emgas.owners"  # which worker answers each partition's queries (compacted)
-    # On SIGTERM a worker leaves its group and answers its partitions' queries
-    # until their new owners have caught up, this long at most (0: stop at once).
+    """Activation, digest, stats and passage queries."""
+    owners_topic: str = "emgas.owners"
+    """Which worker answers each partition's queries (compacted)."""
     hand_over_s: float = Field(default=30.0, ge=0, le=600)
+    """On SIGTERM a worker leaves its group and answers its partitions' queries until their new owners have caught
+    up, this long at most (0: stop at once)."""
     replies_topic: str = "emgas.replies"
+    """Where replies go unless a query names its own `reply_to`."""
     dlq_topic: str = "emgas.dlq"
+    """Dead letters: input that could not be processed, with its original bytes and the reason."""
 
-    # Longest time the broker may hold an idle fetch (None: decided by the
-    # broker, see `fetch_wait_ms`).
     fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=5000)
+    """Longest time the broker may hold an idle fetch (None: decided by the broker, see `fetch_wait_ms`)."""
     session_timeout_s: float = Field(default=6.0, gt=0)
+    """Kafka consumer group session timeout: a worker silent this long loses its partitions."""
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
-    log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
+    """How often a worker tells its group it is alive."""
+    log_format: Literal["text", "json"] = "text"
+    """The worker's log lines: plain text, or one JSON object per line."""
     web_host: str = "127.0.0.1"
+    """Address of the worker's web server (viewer, /metrics, /health); beyond loopback it needs a token."""
     web_port: int = 6066
-    # The bearer token of the worker's web server and `emgas mcp --http`
-    # (`streams.http_auth`); without one they listen on loopback only.
+    """Port of the worker's web server."""
     http_token: SecretStr | None = None
+    """The bearer token of the worker's web server and `emgas mcp --http` (`streams.http_auth`); without one they
+    listen on loopback only."""
     http_token_file: Path | None = None
+    """A file holding the bearer token (instead of EMGAS_HTTP_TOKEN)."""
     query_timeout_s: float = Field(default=10.0, gt=0)
-    # Turns stamped further ahead of the worker's clock go to the DLQ.
+    """How long a client waits for a reply before giving up."""
     max_future_s: float = Field(default=86_400.0, gt=0)
-    # A graph's in-memory view not used (no event, query or due tick) for
-    # this long is dropped and loaded from the store on its next use
-    # (`state.views`); checked every graph.idle_check_s. 0: never.
+    """Turns stamped further ahead of the worker's clock go to the DLQ."""
     evict_idle_s: float = Field(default=1800.0, ge=0)
-    # The extract agent takes up to this many turns at a time (waiting at
-    # most extract_batch_wait_s for them) and awaits their sends together.
+    """A graph's in-memory view not used (no event, query or due tick) for this long is dropped and loaded from the
+    store on its next use (`state.views`); checked every graph.idle_check_s. 0: never."""
     extract_batch: int = Field(default=200, ge=1, le=10_000)
+    """The extract agent takes up to this many turns at a time (waiting at most extract_batch_wait_s for them) and
+    awaits their sends together."""
     extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
-    # The apply agent applies up to this many graph events at a time (waiting
-    # at most apply_batch_wait_s for them), then emits what became due and
-    # commits the partition states once (see `streams.runtime.checkpoint`).
+    """The longest the extract agent waits to fill a batch."""
     apply_batch: int = Field(default=500, ge=1, le=10_000)
+    """The apply agent applies up to this many graph events at a time (waiting at most apply_batch_wait_s for
+    them), then emits what became due and commits the partition states once (see `streams.runtime.checkpoint`)."""
     apply_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
-    # Processes that run extraction, so it overlaps with Kafka and the fold
-    # in the worker's own process (0: extract in the worker's event loop).
+    """The longest the apply agent waits to fill a batch."""
     extract_processes: int = Field(default=0, ge=0, le=64)
+    """Processes that run extraction, so it overlaps with Kafka and the fold in the worker's own process (0:
+    extract in the worker's event loop)."""
 
-    # What a worker does when the log is not the one its state reflects (the
-    # embedded broker restarted, a topic recreated, another cluster):
-    # rebase: keep the state and append snapshots of its graphs to the new
-    # log; rebuild: drop the state and fold the new log; stop: exit with an error.
     on_log_reset: Literal["rebase", "rebuild", "stop"] = "rebase"
-    # Snapshot rounds: when the events applied to a partition since the last
-    # round pass max(snapshot_min_bytes, snapshot_ratio x the last round's
-    # snapshot bytes), every graph of it is snapshotted (0: no rounds).
+    """What a worker does when the log is not the one its state reflects (the embedded broker restarted, a topic
+    recreated, another cluster): rebase: keep the state and append snapshots of its graphs to the new log;
+    rebuild: drop the state and fold the new log; stop: exit with an error."""
     snapshot_min_bytes: int = Field(default=1024 * 1024, ge=0)
+    """Snapshot rounds: when the events applied to a partition since the last round pass max(snapshot_min_bytes,
+    snapshot_ratio x the last round's snapshot bytes), every graph of it is snapshotted (0: no rounds)."""
     snapshot_ratio: float = Field(default=1.0, ge=0)
-    # Retention of the topics that are not the source of truth (a real Kafka;
-    # emgas.graph-events is kept forever).
+    """See snapshot_min_bytes: rounds grow with the graphs' snapshot size (0: by bytes only)."""
     replies_retention_ms: int = Field(default=3_600_000, ge=1)
+    """Retention of the replies topic on a real Kafka (emgas.graph-events, the source of truth, is kept forever)."""
     dlq_retention_ms: int = Field(default=30 * 86_400_000, ge=1)
+    """Retention of the dead-letter topic on a real Kafka (default 30 days)."""
 
-    # Which broker `emgas broker` and `emgas demo` run: a real Kafka when Java
-    # and the jars are here (auto), else librdkafka's mock cluster.
     broker_kind: Literal["auto", "kafka", "mock"] = "auto"
-    # A Kafka distribution to run instead of the pinned jars (its libs/*.jar).
+    """Which broker `emgas broker` and `emgas demo` run: a real Kafka when Java and the jars are here (auto), else
+    librdkafka's mock cluster."""
     kafka_home: Path | None = None
-    # Where `emgas broker --install` puts the pinned Kafka's jars.
+    """A Kafka distribution to run instead of the pinned jars (its libs/*.jar)."""
     kafka_cache: Path = Field(default_factory=default_cache)
-    kafka_heap: str = DEFAULT_HEAP  # JVM heap options of the real broker
+    """Where `emgas broker --install` puts the pinned Kafka's jars."""
+    kafka_heap: str = DEFAULT_HEAP
+    """JVM heap options of the real broker `emgas broker` runs."""
 
     kafka: KafkaSecurity = KafkaSecurity()
+    """Kafka security, passed to every client (EMGAS_KAFKA__*)."""
     extraction: ExtractionParams = ExtractionParams()
+    """Concept extraction (EMGAS_EXTRACTION__*)."""
     activation: ActivationParams = ActivationParams()
+    """Spreading activation and ranking, the defaults of every query (EMGAS_ACTIVATION__*)."""
     graph: GraphParams = GraphParams()
+    """Applying graph events: reinforcement, windows, decay, consolidation (EMGAS_GRAPH__*)."""
 
     @property
     def broker_file(self) -> Path:
