@@ -30,8 +30,10 @@ def test_the_wheel_holds_only_the_emgas_package_and_no_tools(wheel):
     assert {top for top in tops if not top.endswith(".dist-info")} == {"emgas"}
     layers = {name.split("/")[1] for name in names if name.startswith("emgas/") and name.count("/") >= 2}
     assert layers == {"processors", "state", "replay", "streams"}
-    assert "emgas/streams/cli.py" in names and "emgas/processors/events/graph.py" in names
-    assert "emgas/streams/web/viewer.html" in names  # the viewer's page is package data
+    assert "emgas/streams/cli/main.py" in names and "emgas/processors/events/graph.py" in names
+    assert {"emgas/streams/runtime/compose.py", "emgas/streams/interfaces/memory.py", "emgas/streams/kafka/node.py"} <= set(names)
+    assert "emgas/streams/runtime/web/viewer.html" in names  # the viewer's page is package data
+    assert "emgas/streams/kafka/broker/pom.xml" in names  # the pinned Kafka's Maven project
     assert not [n for n in names if "/tools/" in n or n.endswith(".jsonl")]
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     archive = zipfile.ZipFile(wheel)
