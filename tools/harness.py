@@ -107,6 +107,18 @@ async def wait_for_turns(client: MemoryClient, expected: dict[str, int], deadlin
             await asyncio.sleep(poll_s)
 
 
+async def ingest_s(settings: Settings, turns: list[Turn], totals: dict[str, int], poll_s: float = 0.05) -> float:
+    """Seconds from publishing `turns` until every graph holds its new total
+    (`totals`: turns per graph before, updated here), asked every `poll_s`."""
+    for graph, n in turns_per_graph(turns).items():
+        totals[graph] = totals.get(graph, 0) + n
+    async with MemoryClient(settings) as client:
+        started = time.perf_counter()
+        await client.publish(turns)
+        await wait_for_turns(client, totals, deadline_s=900, poll_s=poll_s)
+        return time.perf_counter() - started
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-quantile of `values` (nearest rank)."""
     ordered = sorted(values)

@@ -36,7 +36,7 @@ from emgas.streams.settings import Settings
 from emgas.streams.interfaces.snapshots import request_snapshots
 from emgas.tools.availability import Availability
 from emgas.tools.harness import (
-    cpu_seconds, free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,
+    cpu_seconds, free_port, health, ingest_s, start_worker, stop_worker, wait_for_workers,
 )
 
 Progress = Callable[[str], None]
@@ -82,14 +82,6 @@ def scale_turns(count: int, tag: str) -> list[Turn]:
             for t in synthetic_turns(count, graphs=SCALE_GRAPHS)]
 
 
-async def _ingest(live: Settings, turns: list[Turn], totals: dict[str, int]) -> None:
-    for graph, n in turns_per_graph(turns).items():
-        totals[graph] = totals.get(graph, 0) + n
-    async with MemoryClient(live) as client:
-        await client.publish(turns)
-        await wait_for_turns(client, totals, deadline_s=900, poll_s=INGEST_POLL_S)
-
-
 def cpu_figures(settings: Settings, turns: int, repeats: int, progress: Progress) -> dict[str, Any]:
     """worker_cpu_ms_per_turn_N and partitions_per_worker_N for N = 1, 2, 3."""
     from emgas.tools.figures import figure
@@ -99,12 +91,12 @@ def cpu_figures(settings: Settings, turns: int, repeats: int, progress: Progress
         progress(f"{n} worker(s): CPU per turn")
         with group(settings, [f"worker-{i + 1}" for i in range(n)], f"cpu{n}") as (live, workers):
             totals: dict[str, int] = {}
-            asyncio.run(_ingest(live, scale_turns(SCALE_GRAPHS * 4, "warm-up"), totals))  # first extraction, first writes
+            asyncio.run(ingest_s(live, scale_turns(SCALE_GRAPHS * 4, "warm-up"), totals, INGEST_POLL_S))  # first extraction, first writes
             per_turn = []
             for r in range(repeats):
                 batch = scale_turns(turns, f"n{n}-r{r}")
                 before = sum(cpu_seconds(process.pid) for process, _ in workers.values())
-                asyncio.run(_ingest(live, batch, totals))
+                asyncio.run(ingest_s(live, batch, totals, INGEST_POLL_S))
                 spent = sum(cpu_seconds(process.pid) for process, _ in workers.values()) - before
                 per_turn.append(spent * 1000 / turns)
             out[f"worker_cpu_ms_per_turn_{n}"] = figure(per_turn, 3)

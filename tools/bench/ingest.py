@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
 
 from emgas.processors.events import Turn
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.settings import Settings
 from emgas.tools.figures import Progress
-from emgas.tools.harness import synthetic_turns, turns_per_graph, wait_for_turns
-
-
-async def ingest_s(settings: Settings, turns: list[Any], totals: dict[str, int]) -> float:
-    """Seconds from publishing `turns` until every graph holds its new total
-    (`totals`: turns per graph before, updated here)."""
-    for graph, n in turns_per_graph(turns).items():
-        totals[graph] = totals.get(graph, 0) + n
-    async with MemoryClient(settings) as client:
-        started = time.perf_counter()
-        await client.publish(turns)
-        await wait_for_turns(client, totals, deadline_s=900)
-        return time.perf_counter() - started
+from emgas.tools.harness import ingest_s, synthetic_turns, wait_for_turns
 
 
 async def ready(settings: Settings, graphs: list[str]) -> None:

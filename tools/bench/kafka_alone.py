@@ -130,7 +130,7 @@ def _reached(report: Connection, target: int, deadline_s: float) -> None:
 
 
 async def _passthrough_s(settings: Settings, turns: list[Turn], report: Connection, target: int) -> float:
-    """Seconds from publishing `turns` (as `ingest_s` does) until the
+    """Seconds from publishing `turns` (as `harness.ingest_s` does) until the
     passthrough process has counted `target` records in all."""
     async with MemoryClient(settings.model_copy(update={"turns_topic": PASSTHROUGH_TURNS})) as client:
         started = time.perf_counter()

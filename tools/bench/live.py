@@ -13,12 +13,12 @@ from typing import Any
 
 from emgas.streams.kafka.local import choose, kafka_jars, start_scratch_broker
 from emgas.streams.settings import Settings
-from emgas.tools.bench.ingest import ingest_rates, ingest_s, ready
+from emgas.tools.bench.ingest import ingest_rates, ready
 from emgas.tools.bench.kafka_alone import bench_topics, hop_figures, passthrough_rates
 from emgas.tools.bench.replay import replay_figures
 from emgas.tools.bench.round_trips import round_trip_figures
 from emgas.tools.figures import Progress, figure
-from emgas.tools.harness import cpu_seconds, start_worker, stop_worker, synthetic_turns, wait_for_workers
+from emgas.tools.harness import cpu_seconds, ingest_s, start_worker, stop_worker, synthetic_turns, wait_for_workers
 
 
 def broker_in_use(settings: Settings) -> str:
