@@ -227,11 +227,21 @@ def with_contribution(
 def _contributed(
     concept: ConceptState, amount: float, at: datetime, meta: GraphMeta, params: GraphParams, forward_to: datetime
 ) -> tuple[float, datetime | None]:
-    """(A, decayed_to) after `with_contribution`, computed on the values
-    (a fold calls it for every concept of every turn)."""
-    activation, decayed_to = concept.base_activation, concept.decayed_to
-    ref = decayed_to or concept.created_at
-    reinforcements = concept.count + concept.retrievals
+    """(A, decayed_to) after `with_contribution`."""
+    return contributed(
+        concept.base_activation, concept.decayed_to, concept.created_at, concept.count + concept.retrievals,
+        amount, at, meta, params, forward_to,
+    )
+
+
+def contributed(
+    activation: float, decayed_to: datetime | None, created_at: datetime, reinforcements: int,
+    amount: float, at: datetime, meta: GraphMeta, params: GraphParams, forward_to: datetime,
+) -> tuple[float, datetime | None]:
+    """(A, decayed_to) of a concept (A = `activation` as of `decayed_to` or
+    `created_at`) after `with_contribution` of `amount`, computed on the
+    values (a fold calls it for every concept of every turn)."""
+    ref = decayed_to or created_at
     tick, tick_params = meta.decayed_to, meta.decay
     if tick is not None and tick_params is not None and ref < tick:  # `brought_to_tick`
         activation = on_grid(activation * decay_factor((tick - ref).total_seconds(), reinforcements, tick_params))
@@ -279,25 +289,69 @@ def _replaced(concept: ConceptState, update: dict, names: frozenset[str] | None 
     return new
 
 
-def _new(cid: str, text: str, activation: float, at: datetime) -> ConceptState:
-    """`ConceptState(id=cid, text=text, count=1, base_activation=activation,
-    created_at=at, last_accessed=at)` from values a decoded event already
-    validated, without validating them again."""
-    new = _new_concept(ConceptState)
-    _set(new, "__dict__", {
-        "id": cid, "text": text, "count": 1, "base_activation": activation, "created_at": at, "last_accessed": at,
-        "decayed_to": None, "retrievals": 0, "first_retrieved": None, "last_retrieved": None,
-    })
-    _set(new, "__pydantic_fields_set__", set(_NEW_FIELDS))
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
-
-
 _new_concept = object.__new__
 _set = object.__setattr__
 _NEW_FIELDS = frozenset({"id", "text", "count", "base_activation", "created_at", "last_accessed"})
 _MENTIONED = frozenset({"base_activation", "decayed_to", "text", "count", "created_at", "last_accessed"})
+
+
+class Mentions:
+    """Concepts of one graph version mentioned by a run of turns, kept as
+    plain values while the run is folded (`mention`) and made records once
+    at its end (`records`): what `concept_after_mention` gives after each
+    mention in turn, without a record per mention. Values per concept:
+    [text, count, base_activation, created_at, last_accessed, decayed_to,
+    retrievals, first_retrieved, last_retrieved]."""
+
+    def __init__(self, held: dict[str, ConceptState], meta: GraphMeta, params: GraphParams) -> None:
+        self._values: dict[str, list] = {}
+        self._held, self._meta, self._params = held, meta, params
+
+    def mention(self, cid: str, text: str, importance: float, at: datetime) -> None:
+        """`concept_after_mention` of the concept's values so far (the run's
+        meta carries the graph's last tick: no tick falls inside a run)."""
+        values = self._values.get(cid)
+        if values is None:
+            old = self._held.get(cid)
+            if old is None:
+                self._values[cid] = [text, 1, on_grid(importance), at, at, None, 0, None, None]
+                return
+            values = self._values[cid] = [
+                old.text, old.count, old.base_activation, old.created_at, old.last_accessed, old.decayed_to,
+                old.retrievals, old.first_retrieved, old.last_retrieved,
+            ]
+        params = self._params
+        old_text, count, _, created_at, _, _, retrievals, _, _ = values
+        values[2], values[5] = contributed(
+            values[2], values[5], created_at, count + retrievals, params.mention_boost * importance, at,
+            self._meta, params, at,
+        )
+        if (at, text) < (created_at, old_text):  # the earliest mention's surface text (ties: the smallest)
+            values[0] = text
+        values[1] = count + 1
+        if at < created_at:
+            values[3] = at
+        if at > values[4]:
+            values[4] = at
+
+    def records(self) -> dict[str, ConceptState]:
+        """Every concept mentioned, as its record after the run's last mention of it."""
+        return {cid: _record(cid, values) for cid, values in self._values.items()}
+
+
+def _record(cid: str, values: list) -> ConceptState:
+    """A `ConceptState` from `Mentions` values already valid, without validating them again."""
+    text, count, activation, created_at, last_accessed, decayed_to, retrievals, first, last = values
+    new = _new_concept(ConceptState)
+    _set(new, "__dict__", {
+        "id": cid, "text": text, "count": count, "base_activation": activation, "created_at": created_at,
+        "last_accessed": last_accessed, "decayed_to": decayed_to, "retrievals": retrievals,
+        "first_retrieved": first, "last_retrieved": last,
+    })
+    _set(new, "__pydantic_fields_set__", set(_NEW_FIELDS) | _MENTIONED if count > 1 else set(_NEW_FIELDS))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 def concept_after_mention(
@@ -314,23 +368,10 @@ def concept_after_mention(
     depend on the order of turns within a window), count + 1, created_at =
     min(created_at, at), last_accessed = max(last_accessed, at) (event time,
     not wall clock); the surface text is that of the earliest mention
-    (ties: the smallest text)."""
-    if old is None:
-        return _new(cid, text, on_grid(importance), at)
-    earliest = (at, text) < (old.created_at, old.text)
-    activation, decayed_to = _contributed(old, params.mention_boost * importance, at, meta, params, at)
-    return _replaced(
-        old,
-        {
-            "base_activation": activation,
-            "decayed_to": decayed_to,
-            "text": text if earliest else old.text,
-            "count": old.count + 1,
-            "created_at": min(old.created_at, at),
-            "last_accessed": max(old.last_accessed, at),
-        },
-        _MENTIONED,
-    )
+    (ties: the smallest text). One mention of `Mentions`."""
+    mentions = Mentions({} if old is None else {cid: old}, meta, params)
+    mentions.mention(cid, text, importance, at)
+    return mentions.records()[cid]
 
 
 def concept_after_retrieval(

@@ -82,7 +82,8 @@ def fold_records(
     state: PartitionState, records: Iterable[LogRecord], selection: Selection, counts: FoldCounts,
     last: bool = True,
 ) -> None:
-    """Apply the selected, decodable records to `state`, in order.
+    """Apply the selected, decodable records to `state`, in order, in
+    batches (`PartitionState.apply_batch`).
 
     An undecodable record is counted and skipped: on the live path it went
     to the dead-letter topic and changed nothing, so a rebuild skips it too.
@@ -91,6 +92,7 @@ def fold_records(
     fetched batch at a time commits at the end of the partition, not after
     every batch (a commit rewrites every row changed since the last one).
     """
+    batch: list[tuple[GraphEvent, LogRecord]] = []
     for record in records:
         counts.read += 1
         try:
@@ -101,14 +103,25 @@ def fold_records(
         if not selection.wants(event):
             counts.not_selected += 1
             continue
-        outcome = state.apply(event, record.offset, raw=record.value)
+        batch.append((event, record))
+        if counts.read % COMMIT_EVERY == 0:
+            apply_batch(state, batch, counts)
+            batch = []
+            state.commit()
+    apply_batch(state, batch, counts)
+    if last:
+        state.commit()
+
+
+def apply_batch(state: PartitionState, batch: list[tuple[GraphEvent, LogRecord]], counts: FoldCounts) -> None:
+    """Apply decoded records at once, counting their outcomes and naming each rejection."""
+    if not batch:
+        return
+    outcomes = state.apply_batch([(event, record.offset, record.value) for event, record in batch])
+    for (event, record), outcome in zip(batch, outcomes):
         counts.outcomes[outcome.value] = counts.outcomes.get(outcome.value, 0) + 1
         if outcome is Outcome.REJECTED:
-            reason = state.last_rejection or "rejected"
+            reason = state.rejections.get(record.offset, "rejected")
             counts.rejections.append(
                 Rejection(record.partition, record.offset, event.type, getattr(event, "graph_id", None), reason)
             )
-        if counts.read % COMMIT_EVERY == 0:
-            state.commit()
-    if last:
-        state.commit()

@@ -1,17 +1,25 @@
 """A compact, incrementally updated co-occurrence adjacency.
 
-Each node's row is neighbour indices (int32, sorted) and pair counts
-(int32): 8 bytes per directed entry, 16 per edge. Loaded rows sit in one
-CSR (indptr, indices, counts) with no per-node objects; a row a turn
-changes is replaced by its own pair of arrays (a view rebuild folds those
-back into the CSR). A dict of dicts costs over 150 bytes per edge. A query
-reads a row as it is (no copy, no cache to invalidate).
+Each node's row is neighbour indices (int32, sorted), pair counts c(x, y)
+(int32) and the pair's last co-occurrence (int64 µs since 1970): 16 bytes
+per directed entry. Loaded rows sit in one CSR (indptr, indices, counts,
+lasts) with no per-node objects; a row a turn changes is replaced by its
+own arrays (a view rebuild folds those back into the CSR). A query reads a
+row as it is (no copy, no cache to invalidate).
+
+The adjacency holds every pair of its graph, so it is also where the pair
+counts are kept while folding: the rows it changed (`take_dirty`) are
+written to the store when the partition transaction settles
+(`state.view.GraphView.row_records`), instead of reading, merging and
+writing each stored row per turn.
 
 A turn's clique (`add_clique`) is only queued; the queued cliques are
 merged into their rows at the next read, all at once (one sort of every
 queued pair with the touched rows' entries), so a fold that reads rows
 rarely (a decay tick, a query) pays the numpy call overhead once per
-touched row per read, not once per concept per turn. Rows are replaced,
+touched row per read, not once per concept per turn. A merge adds the
+number of cliques holding a pair to its count and keeps the later of its
+last time and theirs (`processors.evolve.pair_after`). Rows are replaced,
 never resized in place, so a row handed to a reader stays valid. A merge
 tells `on_new_edges` which edges it created and the event time of the
 first clique that held each (the graph files their due times).
@@ -24,23 +32,29 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
-_FEW_ROWS = 24  # queued turns touching at most this many rows merge row by row
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
+_EMPTY_LAST = np.zeros(0, dtype=np.int64)
+_FEW_ROWS = 24  # queued turns touching at most this many rows merge row by row
+
+Row = tuple[np.ndarray, np.ndarray, np.ndarray]  # (neighbours, counts, last µs)
 
 
 class Adjacency:
     def __init__(self) -> None:
-        # Rows as loaded: one CSR (indptr, indices, counts) for nodes < _base_n;
+        # Rows as loaded: one CSR (indptr, indices, counts, lasts) for nodes < _base_n;
         # a row changed since, or of a newer node, lives in _rows instead.
         self._n = 0
         self._base_n = 0
         self._indptr = np.zeros(1, dtype=np.int64)
         self._base_idx = _EMPTY_IDX
         self._base_cnt = _EMPTY_CNT
-        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._base_last = _EMPTY_LAST
+        self._rows: dict[int, Row] = {}
         self._edges = 0
-        self._queued: list[np.ndarray] = []  # cliques (sorted, distinct nodes) not merged yet
-        self._queued_at: list[float] = []  # each queued clique's event time (s since 1970)
+        # Cliques not merged yet, in chunks: (members of every clique, one after
+        # another; each clique's size; its event time in s and in µs since 1970).
+        self._queued: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._dirty: set[int] = set()  # rows changed since `take_dirty`
         # Told, at a merge, the edges it created: (ends a < b, the time of the first clique holding each).
         self.on_new_edges: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
         self._precounted = 0  # new edges of queued cliques already in _edges (the caller knew them)
@@ -60,17 +74,20 @@ class Adjacency:
     @property
     def earliest_queued_s(self) -> float:
         """The earliest event time of a clique not merged yet (inf: none)."""
-        return min(self._queued_at, default=float("inf"))
+        return min((float(at_s.min()) for _, _, at_s, _ in self._queued), default=float("inf"))
 
     def add_node(self) -> int:
         self._n += 1
         return self._n - 1
 
+    def add_nodes(self, count: int) -> None:
+        self._n += count
+
     def __len__(self) -> int:
         return self._n
 
-    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
+    def full_row(self, i: int) -> Row:
+        """(neighbour indices, pair counts, last µs) of node i, sorted by neighbour (read-only)."""
         if self._queued:
             self._merge_queued()
         changed = self._rows.get(i)
@@ -78,11 +95,29 @@ class Adjacency:
             return changed
         if i < self._base_n:
             lo, hi = self._indptr[i], self._indptr[i + 1]
-            return self._base_idx[lo:hi], self._base_cnt[lo:hi]
-        return _EMPTY_IDX, _EMPTY_CNT
+            return self._base_idx[lo:hi], self._base_cnt[lo:hi], self._base_last[lo:hi]
+        return _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST
 
-    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray) -> None:
-        self._rows[i] = (idx, cnt)
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
+        idx, cnt, _ = self.full_row(i)
+        return idx, cnt
+
+    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> None:
+        self._rows[i] = (idx, cnt, last)
+        self._dirty.add(i)
+
+    def take_dirty(self) -> set[int]:
+        """The rows changed since the last call (queued cliques merged first)."""
+        if self._queued:
+            self._merge_queued()
+        dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether a row changed (or a clique is queued) since `take_dirty`."""
+        return bool(self._dirty or self._queued)
 
     def degree(self, i: int) -> int:
         return len(self.row(i)[0])
@@ -95,22 +130,30 @@ class Adjacency:
         return zip(idx.tolist(), cnt.tolist())
 
     def count(self, i: int, j: int) -> int:
-        idx, cnt = self.row(i)
+        found = self.pair(i, j)
+        return 0 if found is None else found[0]
+
+    def pair(self, i: int, j: int) -> tuple[int, int] | None:
+        """(count, last µs) of the edge (i, j); None if there is none."""
+        idx, cnt, last = self.full_row(i)
         pos = int(np.searchsorted(idx, j))
-        return int(cnt[pos]) if pos < len(idx) and idx[pos] == j else 0
+        if pos < len(idx) and idx[pos] == j:
+            return int(cnt[pos]), int(last[pos])
+        return None
 
     def add_clique(
-        self, nodes: Iterable[int], increment: int = 1, new_edges: int | None = None, at_s: float = 0.0
+        self, nodes: Iterable[int], increment: int = 1, new_edges: int | None = None, at_s: float = 0.0,
+        at_us: int = 0,
     ) -> None:
         """+increment on the count of every pair of distinct `nodes` (a turn's
-        concepts, at event time `at_s`). `new_edges`: how many of those pairs
-        are not edges yet, when the caller knows: the edge count then needs no merge."""
+        concepts, at event time `at_s` seconds, `at_us` µs), last = max(last,
+        at_us). `new_edges`: how many of those pairs are not edges yet, when
+        the caller knows: the edge count then needs no merge."""
         members = np.unique(np.fromiter(nodes, dtype=np.int32))
         if len(members) < 2:
             return
         if increment == 1:
-            self._queued.append(members)
-            self._queued_at.append(at_s)
+            self._queued.append((members, np.array([len(members)]), np.array([at_s]), np.array([at_us], dtype=np.int64)))
             if new_edges is None:
                 self._uncounted = True
             else:
@@ -120,47 +163,65 @@ class Adjacency:
         added = 0
         for i in members.tolist():
             others = members[members != i]
-            added += int(np.count_nonzero(self._merge(i, others, np.full(len(others), increment, dtype=np.int32))))
+            increments = np.full(len(others), increment, dtype=np.int32)
+            added += int(np.count_nonzero(self._merge(i, others, increments, np.full(len(others), at_us))))
         self._edges += added // 2
+
+    def add_cliques(self, members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray) -> None:
+        """`add_clique` of many cliques at once: `members` holds each clique's
+        nodes (distinct within it) one clique after another, `sizes` their
+        counts, `at_s` / `at_us` their event times. Their new edges are counted at the merge."""
+        keep = sizes >= 2
+        if not keep.any():
+            return
+        if not keep.all():
+            members = members[np.repeat(keep, sizes)]
+            sizes, at_s, at_us = sizes[keep], at_s[keep], at_us[keep]
+        self._queued.append((members.astype(np.int32), sizes.astype(np.int64), at_s, at_us.astype(np.int64)))
+        self._uncounted = True
 
     def _merge_queued(self) -> None:
         """Merge every queued clique into its rows: the queued pairs and the
         touched rows' entries summed by (row, neighbour) in one sort."""
         if not self._queued:
             return
-        cliques, self._queued = self._queued, []
-        times, self._queued_at = self._queued_at, []
-        src = np.concatenate([np.repeat(m, len(m)) for m in cliques]).astype(np.int64)
-        dst = np.concatenate([np.tile(m, len(m)) for m in cliques]).astype(np.int64)
-        at = np.concatenate([np.full(len(m) * len(m), t) for m, t in zip(cliques, times)])
+        chunks, self._queued = self._queued, []
+        src, dst, at, at_us = _pairs_of(
+            np.concatenate([m for m, _, _, _ in chunks]), np.concatenate([k for _, k, _, _ in chunks]),
+            np.concatenate([t for _, _, t, _ in chunks]), np.concatenate([u for _, _, _, u in chunks]),
+        )
         distinct = src != dst
         n = max(self._n, 1)
         pairs, first, counts = np.unique(src[distinct] * n + dst[distinct], return_inverse=True, return_counts=True)
         earliest = np.full(len(pairs), np.inf)
         np.minimum.at(earliest, first, at[distinct])
+        latest = np.full(len(pairs), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(latest, first, at_us[distinct])
         row_of = pairs // n
         touched = np.unique(row_of)
         if len(touched) <= _FEW_ROWS:
-            self._merge_rows(touched, row_of, pairs, n, counts, earliest)
+            self._merge_rows(touched, row_of, pairs, n, counts, earliest, latest)
             return
-        old = [self.row(i) for i in touched.tolist()]  # the queue is empty now: no merge
-        old_len = np.fromiter((len(idx) for idx, _ in old), dtype=np.int64, count=len(old))
-        old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _ in old] + [_EMPTY_IDX])
+        old = [self.full_row(i) for i in touched.tolist()]  # the queue is empty now: no merge
+        old_len = np.fromiter((len(idx) for idx, _, _ in old), dtype=np.int64, count=len(old))
+        old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _, _ in old] + [_EMPTY_IDX])
         created = ~np.isin(pairs, old_keys, assume_unique=True)
         # Old entries and queued pairs of the touched rows, summed by (row, neighbour) in one sort.
         keys = np.concatenate([old_keys, pairs])
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        counts_all = np.concatenate([np.concatenate([cnt for _, cnt in old] + [_EMPTY_CNT]), counts])[order]
+        counts_all = np.concatenate([np.concatenate([cnt for _, cnt, _ in old] + [_EMPTY_CNT]), counts])[order]
+        lasts_all = np.concatenate([np.concatenate([last for _, _, last in old] + [_EMPTY_LAST]), latest])[order]
         starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
         merged_keys = keys[starts]
         merged_counts = np.add.reduceat(counts_all, starts).astype(np.int32)
+        merged_lasts = np.maximum.reduceat(lasts_all, starts).astype(np.int64)
         merged_rows = merged_keys // n
         merged_idx = (merged_keys % n).astype(np.int32)
         bounds = np.searchsorted(merged_rows, np.append(touched, touched[-1] + 1)).tolist()
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
-            self._rows[i] = (merged_idx[lo:hi], merged_counts[lo:hi])
+            self._set(i, merged_idx[lo:hi], merged_counts[lo:hi], merged_lasts[lo:hi])
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
         self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
@@ -177,7 +238,7 @@ class Adjacency:
 
     def _merge_rows(
         self, touched: np.ndarray, row_of: np.ndarray, pairs: np.ndarray, n: int, counts: np.ndarray,
-        earliest: np.ndarray,
+        earliest: np.ndarray, latest: np.ndarray,
     ) -> None:
         """The queued pairs merged row by row (fewer numpy calls than one
         global sort when a turn or two touch a few rows)."""
@@ -187,7 +248,7 @@ class Adjacency:
         new_a, new_b, new_at = [], [], []
         for k, i in enumerate(touched.tolist()):
             lo, hi = bounds[k], bounds[k + 1]
-            created = self._merge(i, neighbour[lo:hi], counts[lo:hi])
+            created = self._merge(i, neighbour[lo:hi], counts[lo:hi], latest[lo:hi])
             others, since = neighbour[lo:hi][created], earliest[lo:hi][created]
             upper = others > i  # each new edge is new at both ends: report it from its lower end
             if upper.any():
@@ -201,51 +262,61 @@ class Adjacency:
     def compact(self) -> None:
         """Fold every changed row back into one CSR (rows handed out stay valid)."""
         self._merge_queued()
-        rows = [self.row(i) for i in range(self._n)]
-        self._indptr = np.concatenate([[0], np.cumsum([len(idx) for idx, _ in rows])]).astype(np.int64)
-        self._base_idx = np.concatenate([idx for idx, _ in rows] + [_EMPTY_IDX]).astype(np.int32)
-        self._base_cnt = np.concatenate([cnt for _, cnt in rows] + [_EMPTY_CNT]).astype(np.int32)
+        rows = [self.full_row(i) for i in range(self._n)]
+        self._indptr = np.concatenate([[0], np.cumsum([len(idx) for idx, _, _ in rows])]).astype(np.int64)
+        self._base_idx = np.concatenate([idx for idx, _, _ in rows] + [_EMPTY_IDX]).astype(np.int32)
+        self._base_cnt = np.concatenate([cnt for _, cnt, _ in rows] + [_EMPTY_CNT]).astype(np.int32)
+        self._base_last = np.concatenate([last for _, _, last in rows] + [_EMPTY_LAST]).astype(np.int64)
         self._base_n = self._n
         self._rows = {}
 
-    def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
-        """Set the rows from whole pair lists (a[k], b[k]) -> counts[k], a != b,
-        each pair once: what loading a stored graph needs, in one sort."""
+    def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts: np.ndarray | None = None) -> None:
+        """Set the rows from whole pair lists (a[k], b[k]) -> counts[k] (last
+        co-occurrence lasts[k] µs), a != b, each pair once: what loading a
+        stored graph needs, in one sort. Nothing is dirty after it."""
+        if lasts is None:
+            lasts = np.zeros(len(a), dtype=np.int64)
         src = np.concatenate([a, b]).astype(np.int64)
         dst = np.concatenate([b, a]).astype(np.int32)
         cnt = np.concatenate([counts, counts]).astype(np.int32)
+        last = np.concatenate([lasts, lasts]).astype(np.int64)
         order = np.lexsort((dst, src))
-        self._base_idx, self._base_cnt = dst[order], cnt[order]
+        self._base_idx, self._base_cnt, self._base_last = dst[order], cnt[order], last[order]
         self._indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
         self._base_n = self._n
         self._rows = {}
-        self._queued, self._queued_at = [], []
+        self._dirty = set()
+        self._queued = []
         self._precounted, self._uncounted = 0, False
         self._edges = len(a)
 
-    def add(self, a: int, b: int, count: int) -> None:
-        """+count on the pair (a, b), both directions (loading stored pairs)."""
-        added = int(np.count_nonzero(self._merge(a, np.array([b], dtype=np.int32), np.array([count], dtype=np.int32))))
-        self._merge(b, np.array([a], dtype=np.int32), np.array([count], dtype=np.int32))
+    def add(self, a: int, b: int, count: int, last_us: int = 0) -> None:
+        """+count on the pair (a, b), both directions, last = max(last, last_us)."""
+        added = int(np.count_nonzero(self._merge(a, *_one(b, count, last_us))))
+        self._merge(b, *_one(a, count, last_us))
         self._edges += added  # after the merges: a row read may merge queued cliques first
 
-    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray) -> np.ndarray:
-        """+increments on row i's counts of `others` (sorted, distinct); which
-        of them were not neighbours of i yet (a mask over `others`)."""
-        idx, cnt = self.row(i)
+    def _merge(self, i: int, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+        """+increments on row i's counts of `others` (sorted, distinct), last =
+        max(last, lasts); which of them were not neighbours of i yet (a mask over `others`)."""
+        idx, cnt, last = self.full_row(i)
         pos = np.searchsorted(idx, others)
         found = pos < len(idx)
         found[found] = idx[pos[found]] == others[found]
         if found.all():
-            cnt = cnt.copy()
+            cnt, last = cnt.copy(), last.copy()
             cnt[pos] += increments
-            self._set(i, idx, cnt)
+            last[pos] = np.maximum(last[pos], lasts)
+            self._set(i, idx, cnt, last)
             return ~found
         new = ~found
         merged_idx = np.insert(idx, pos[new], others[new])
         merged_cnt = np.insert(cnt, pos[new], 0)
-        merged_cnt[np.searchsorted(merged_idx, others)] += increments
-        self._set(i, merged_idx, merged_cnt)
+        merged_last = np.insert(last, pos[new], np.iinfo(np.int64).min)
+        at = np.searchsorted(merged_idx, others)
+        merged_cnt[at] += increments
+        merged_last[at] = np.maximum(merged_last[at], lasts)
+        self._set(i, merged_idx, merged_cnt, merged_last)
         return new
 
     def remove(self, a: int, b: int) -> bool:
@@ -268,21 +339,22 @@ class Adjacency:
         bounds = np.append(starts, len(src)).tolist()
         dropped = 0
         for k, i in enumerate(rows.tolist()):
-            idx, cnt = self.row(i)
+            idx, cnt, last = self.full_row(i)
             drop = dst[bounds[k]:bounds[k + 1]]
             pos = np.searchsorted(idx, drop)
             held = pos < len(idx)
             held[held] = idx[pos[held]] == drop[held]
             if held.any():
                 dropped += int(np.count_nonzero(held))
-                self._set(i, np.delete(idx, pos[held]), np.delete(cnt, pos[held]))
+                gone = pos[held]
+                self._set(i, np.delete(idx, gone), np.delete(cnt, gone), np.delete(last, gone))
         self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:
-        idx, cnt = self.row(i)
+        idx, cnt, last = self.full_row(i)
         pos = int(np.searchsorted(idx, j))
         if pos < len(idx) and idx[pos] == j:
-            self._set(i, np.delete(idx, pos), np.delete(cnt, pos))
+            self._set(i, np.delete(idx, pos), np.delete(cnt, pos), np.delete(last, pos))
             return True
         return False
 
@@ -292,11 +364,32 @@ class Adjacency:
         for j in neighbours:
             self._drop(j, i)
         self._edges -= len(neighbours)
-        self._set(i, _EMPTY_IDX, _EMPTY_CNT)
+        self._set(i, _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST)
         return neighbours
 
     def resident_bytes(self) -> int:
         """Bytes of the rows' data (not the Python objects around them)."""
         self._merge_queued()
-        changed = sum(idx.nbytes + cnt.nbytes for idx, cnt in self._rows.values())
-        return self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + changed
+        changed = sum(idx.nbytes + cnt.nbytes + last.nbytes for idx, cnt, last in self._rows.values())
+        base = self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + self._base_last.nbytes
+        return base + changed
+
+
+def _pairs_of(
+    members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every ordered pair (a, b) of each clique's members (a == b included),
+    with its clique's times: (src, dst, at_s, at_us), k² entries per clique of k."""
+    squares = sizes * sizes
+    starts = np.cumsum(sizes) - sizes  # each clique's first member
+    within = np.arange(int(squares.sum())) - np.repeat(np.cumsum(squares) - squares, squares)
+    k = np.repeat(sizes, squares)
+    base = np.repeat(starts, squares)
+    src = members[base + within // k].astype(np.int64)
+    dst = members[base + within % k].astype(np.int64)
+    return src, dst, np.repeat(at_s, squares), np.repeat(at_us, squares)
+
+
+def _one(other: int, count: int, last_us: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.array([other], dtype=np.int32), np.array([count], dtype=np.int32),
+            np.array([last_us], dtype=np.int64))

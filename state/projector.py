@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import cast
+from typing import Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
@@ -48,7 +48,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
-from emgas.state import fold_points, keys
+from emgas.state import fold_points, keys, turn_run
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
 from emgas.state.snapshots import (
@@ -73,10 +73,14 @@ class PartitionState:
         self.repo = GraphRepository(self.txn)
         self.ledger = Ledger(self.txn)
         self.params = params
-        self.views = Views(self.repo.graph_refs(), lambda ref: load_view(self.repo, ref, params.decay))
+        self.views = Views(
+            self.repo.graph_refs(), lambda ref: load_view(self.repo, ref, params.decay), on_evict=self._write_rows,
+        )
+        self.txn.defer(_ViewRows(self))
         self._offset = self.repo.applied_offset()
         self._committed = self._offset
         self.last_rejection: str | None = None
+        self.rejections: dict[int, str] = {}  # offset -> why the fold rejected the event there (this process)
 
     @property
     def applied_offset(self) -> int:
@@ -96,6 +100,11 @@ class PartitionState:
         if self.uncommitted:
             self.txn.commit(offset_batch(self._offset))
             self._committed = self._offset
+
+    def _write_rows(self, ref: GraphRef, view: GraphView) -> None:
+        """Stage the pair rows `view` changed (its adjacency keeps them while folding)."""
+        if view.has_row_changes:
+            self.repo.put_rows(ref, view.row_records())
 
     def ref(self, graph_id: str, version: int | None = None) -> GraphRef:
         """`graph_id` at `version` (None: its active version)."""
@@ -117,19 +126,116 @@ class PartitionState:
         `raw`: the event's bytes as read, kept in the journal (else encoded)."""
         if offset <= self._offset:
             return Outcome.ALREADY_APPLIED
-        if isinstance(event, LOG_EVENTS):
-            outcome = self._log_event(event, offset)
-        else:
-            outcome = self._graph_event(event, offset, refolds, raw)
+        outcome = self._apply_new(event, offset, refolds, raw)
         self._offset = offset
         return outcome
 
+    def _apply_new(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
+        if isinstance(event, LOG_EVENTS):
+            return self._log_event(event, offset)
+        return self._graph_event(event, offset, refolds, raw)
+
+    def apply_batch(self, batch: Sequence[tuple[GraphEvent, int, bytes | None]]) -> list[Outcome]:
+        """Apply (event, log offset, its bytes as read) of one partition, in log
+        order: the same outcomes and state as `apply` of each in turn.
+
+        A graph's events see only that graph's state, so between two of the
+        log's own records (which see the whole partition) the batch is
+        applied graph by graph, each graph's events in log order: a run of
+        its turns folded at once (`state.turn_run`), any other event, which
+        must see the state the events before it left, alone."""
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        graphs: dict[str, list[int]] = {}
+        for k, (event, offset, raw) in enumerate(batch):
+            if offset <= self._offset:
+                outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
+                continue
+            if isinstance(event, LOG_EVENTS):
+                self._apply_graphs(batch, graphs, outcomes)
+                graphs = {}
+                outcomes[k] = self._log_event(event, offset)
+            else:
+                graphs.setdefault(event.graph_id, []).append(k)
+            self._offset = offset
+        self._apply_graphs(batch, graphs, outcomes)
+        return cast(list[Outcome], outcomes)
+
+    def _apply_graphs(
+        self, batch: Sequence[tuple[GraphEvent, int, bytes | None]], graphs: dict[str, list[int]],
+        outcomes: list[Outcome | None],
+    ) -> None:
+        """Each graph's events (positions in `batch`), in log order: runs of turns at once."""
+        for members in graphs.values():
+            run: list[int] = []
+            for k in members + [-1]:
+                if k >= 0 and type(batch[k][0]) is TurnIngested:
+                    run.append(k)
+                    continue
+                if run:
+                    turns = [cast(tuple[TurnIngested, int, bytes | None], batch[j]) for j in run]
+                    for j, outcome in zip(run, self._apply_turns(turns)):
+                        outcomes[j] = outcome
+                    run = []
+                if k >= 0:
+                    event, offset, raw = batch[k]
+                    outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
+
+    def _apply_turns(self, run: Sequence[tuple[TurnIngested, int, bytes | None]]) -> list[Outcome]:
+        """Turns of one graph, past the offset guard: each version's folded at once."""
+        outcomes: list[Outcome | None] = [None] * len(run)
+        groups: dict[GraphRef, list[int]] = {}
+        active: int | None = None
+        for k, (event, offset, raw) in enumerate(run):
+            if offset <= self.ledger.floors.get(event.graph_id, -1):
+                outcomes[k] = Outcome.ALREADY_APPLIED  # in the snapshot its graph was restored from
+                continue
+            if self.ledger.recording(event.graph_id):
+                self.ledger.record(event.graph_id, offset, raw or encode(event))
+            version = event.graph_version
+            if version is None:
+                version = active = active or self.repo.active_version(event.graph_id)
+            groups.setdefault(GraphRef(event.graph_id, version), []).append(k)
+        for ref, members in groups.items():
+            turns = [(run[k][0], run[k][1], run[k][2] or encode(run[k][0])) for k in members]
+            for k, outcome in zip(members, self._fold_run(ref, turns)):
+                outcomes[k] = outcome
+        return cast(list[Outcome], outcomes)
+
+    def _fold_run(self, ref: GraphRef, turns: list[tuple[TurnIngested, int, bytes]]) -> list[Outcome]:
+        """The turns of one graph version, in log order: their outcomes. Should
+        folding them raise, each is applied alone, so the rejection is the
+        one event's, as without batches."""
+        fresh = turn_run.new_turns(self.repo, ref, turns)
+        applied = [turn for turn, new in zip(turns, fresh) if new]
+        try:
+            run = turn_run.fold_run(self.repo, ref, applied, self.params)
+        except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
+            return [self._content_event(event, offset, None, raw) for event, offset, raw in turns]
+        if applied:
+            view = self._view_of(ref)
+            turn_run.stage_run(self.repo, ref, run)
+            view.add_turns(run)
+        return [
+            Outcome.APPLIED if new else self._duplicate_or_forgotten(ref, event)
+            for (event, _, _), new in zip(turns, fresh)
+        ]
+
+    def _duplicate_or_forgotten(self, ref: GraphRef, event: TurnIngested) -> Outcome:
+        """Why the turn rule's guard skipped a turn of a run."""
+        return Outcome.FORGOTTEN_TURN if self.repo.is_forgotten(event.graph_id, event.turn_id) and not \
+            self.repo.has_turn(ref, event.turn_id) else Outcome.DUPLICATE_TURN
+
     def _graph_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
-        rule = rule_for(event)  # before anything: a type without a rule is never skipped or recorded
+        rule_for(event)  # before anything: a type without a rule is never skipped or recorded
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
         if self.ledger.recording(event.graph_id):
             self.ledger.record(event.graph_id, offset, raw or encode(event))
+        return self._content_event(event, offset, refolds, raw)
+
+    def _content_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
+        """A graph content event past the offset and floor guards: its rule's guard, then its evolve."""
+        rule = rule_for(event)
         ref = self.ref_of(event)
         meta = self.repo.meta(ref)
         outcome = rule.guard(self, event, ref, meta)
@@ -230,7 +336,7 @@ class PartitionState:
         except NotImplementedError:
             raise  # a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
-            self.last_rejection = f"{type(exc).__name__}: {exc}"
+            self.last_rejection = self.rejections[offset] = f"{type(exc).__name__}: {exc}"
             # One line for whoever reads the log; the traceback for whoever debugs the rule.
             log.error("graph event at offset %s (%s of %s) rejected: %s", offset, event.type, ref, self.last_rejection)
             log.debug("traceback of the rejection at offset %s", offset, exc_info=True)
@@ -247,6 +353,10 @@ class PartitionState:
         None for a forget or a switch, which change no view incrementally."""
         if not writes or isinstance(writes[0], (Forgetting, SwitchVersion)):
             return None
+        return self._view_of(ref)
+
+    def _view_of(self, ref: GraphRef) -> GraphView:
+        """`ref`'s view (loaded if evicted; a new, empty one for a new version)."""
         view = self.views.get(ref)
         if view is None:
             view = self.views[ref] = GraphView(ref, self.params.decay)
@@ -321,3 +431,18 @@ class PartitionState:
         """Commit what was applied (a clean stop) and close the store."""
         self.commit()
         self.txn.close()
+
+
+class _ViewRows:
+    """The pair rows the loaded views changed, staged when the transaction
+    settles (before a scan or a commit): each changed row written once."""
+
+    def __init__(self, state: PartitionState) -> None:
+        self._state = state
+
+    def settle(self) -> None:
+        for ref, view in self._state.views.loaded().items():
+            self._state._write_rows(ref, view)
+
+    def drop(self) -> None:
+        """A rollback: the state is reopened from the store (its views with it)."""

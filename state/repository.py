@@ -15,7 +15,7 @@ from emgas.processors.writes import (
     RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
 from emgas.state import fold_points, keys
-from emgas.state.rows import RowChanges, RowLookup, changed_record
+from emgas.state.rows import RowLookup
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 
@@ -62,10 +62,6 @@ class GraphRepository:
 
     def __init__(self, store: Transaction) -> None:
         self.store = store
-        self.rows = RowChanges()  # pair changes not yet in their rows
-        defer = getattr(store, "defer", None)  # a plain store (reading the format) defers nothing
-        if defer is not None:
-            defer(self)
 
     def applied_offset(self) -> int:
         """Offset of the last graph event applied here; NO_OFFSET if none."""
@@ -146,8 +142,9 @@ class GraphRepository:
 
     def rows_of(self, ref: GraphRef, cids: list[str]) -> dict[str, RowLookup]:
         """The rows of `cids`, pending changes included, for point lookups."""
-        if self.rows:
-            self.settle(ref, cids)
+        settle = getattr(self.store, "settle", None)  # the views' changed rows first (a plain store has none)
+        if settle is not None:
+            settle()
         raws = self.store.multi_get([keys.row(ref, cid) for cid in cids])
         return {cid: RowLookup(raw) for cid, raw in zip(cids, raws)}
 
@@ -213,12 +210,10 @@ class GraphRepository:
         for cid in passage.concept_ids:
             put(keys.concept_passage(ref, cid, passage.turn_id), b"")
 
-    def _co_occur(self, ref: GraphRef, write: CoOccur) -> None:
-        if len(write.ids) > 1:
-            self.rows.co_occur(ref, write.ids, to_us(write.at))
-
-    def _remove_pair(self, ref: GraphRef, write: RemovePair) -> None:
-        self.rows.remove(ref, *write.edge)
+    def _rows_kept_by_the_view(self, ref: GraphRef, write: CoOccur | RemovePair) -> None:
+        """Pair rows change in the graph's view (`state.adjacency`), which the
+        fold has loaded for any event that writes them; the rows it changed are
+        written here when the transaction settles (`PartitionState`)."""
 
     def _remove_concept(self, ref: GraphRef, write: RemoveConcept) -> None:
         self.store.put(keys.concept(ref, write.cid), None)
@@ -272,24 +267,16 @@ class GraphRepository:
 
     _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
-        CoOccur: _co_occur, RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
+        CoOccur: _rows_kept_by_the_view, RemovePair: _rows_kept_by_the_view, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
         PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
         MarkRetrieval: _mark_retrieval, SwitchVersion: _switch_version, Forgetting: _forgetting,
     }
 
-    # -- rows: settled into the transaction before a scan, a commit or a read of pairs --
-
-    def settle(self, only: GraphRef | None = None, cids: list[str] | None = None) -> None:
-        """Write the rows changed since the last settle (of `only`'s `cids`, or all)."""
-        if not self.rows:
-            return
-        changes = self.rows.drain(only, cids)
-        row_keys = [keys.row(ref, cid) for ref, cid in changes]
-        for key, ((_, cid), changed), raw in zip(row_keys, changes.items(), self.store.multi_get(row_keys)):
-            self.store.put(key, changed_record(cid, raw, changed))
-
-    def drop(self) -> None:
-        self.rows.clear()
+    def put_rows(self, ref: GraphRef, rows: Mapping[str, bytes | None]) -> None:
+        """Stage row records (concept id -> record, None: no edge left)."""
+        put = self.store.put
+        for cid, record in rows.items():
+            put(keys.row(ref, cid), record)
 
     def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
         """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""

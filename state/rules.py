@@ -159,10 +159,10 @@ def _decay_slice(state: PartitionState, event: Decay, ref: GraphRef, meta: Graph
     return Slice(
         ref=ref, meta=meta,
         concepts=repo.concepts(ref, [c.id for c in event.concepts]),
-        pairs=repo.pairs(ref, [(e.a, e.b) for e in event.edges]),
+        pairs=view.pairs((e.a, e.b) for e in event.edges),
         neighbours=neighbours,
         sources=sources, passages=passages, links=repo.links(ref, candidates),
-        isolated_edges=repo.edges_of(ref, {cid: neighbours[cid] for cid in isolated}),
+        isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),
     )
 
 

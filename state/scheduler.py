@@ -93,7 +93,7 @@ class Scheduler:
         concepts = expired_concepts(records.values(), at, params)
         # Edges of expiring concepts stay listed: if the concept is kept
         # (reinforced before the tick applies), its due edges still go.
-        candidates = state.repo.pairs(ref, set(view.due_edges(at)))
+        candidates = view.pairs(set(view.due_edges(at)))
         edges = expired_edges(candidates, at, params)
         expired = {(e.a, e.b) for e in edges}
         for edge, pair in candidates.items():  # co-occurred since it was filed: file it again
@@ -114,7 +114,7 @@ class Scheduler:
         view = state.views[ref]
         ids = [c.id for c in isolated]
         records = state.repo.concepts(ref, ids)
-        edges = state.repo.edges_of(ref, {cid: view.neighbour_ids(cid) for cid in ids})
+        edges = view.edges_of({cid: view.neighbour_ids(cid) for cid in ids})
         return [
             c for c in isolated
             if not outlived_its_edges(

@@ -37,8 +37,9 @@ from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState
 from emgas.state import keys
 from emgas.state.adjacency import Adjacency
-from emgas.state.repository import GraphRepository, from_us
-from emgas.state.rows import upper_pairs
+from emgas.state.repository import GraphRepository, from_us, to_us
+from emgas.state.rows import encode_columns, upper_pairs
+from emgas.state.turn_run import FoldedRun
 
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
@@ -70,6 +71,7 @@ class GraphView:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self._counts = np.zeros(64, dtype=np.float64)
+        self._ranked: np.ndarray | None = None  # `_rank`'s, while no slot is added
         self._adjacency = Adjacency()
         self._adjacency.on_new_edges = self._file_new_edges
         self.passage_ids: list[list[str]] = []
@@ -129,9 +131,77 @@ class GraphView:
     def set_count(self, i: int, count: int) -> None:
         self._counts[i] = count
 
-    def load_pairs(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray) -> None:
-        """Set every pair count at once (a fresh view: loading)."""
-        self._adjacency.load(a, b, counts)
+    def load_pairs(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts: np.ndarray | None = None) -> None:
+        """Set every pair count (and last co-occurrence, µs) at once (a fresh view: loading)."""
+        self._adjacency.load(a, b, counts, lasts)
+
+    # -- pair rows: kept here while folding, written to the store at settle --
+
+    @property
+    def has_row_changes(self) -> bool:
+        return self._adjacency.has_changes
+
+    def row_records(self) -> dict[str, bytes | None]:
+        """The store records (`state.rows`) of the concepts whose rows changed
+        since the last call: concept id -> its row, or None when it has no
+        edge (or is gone). A concept removed and mentioned again has a new
+        slot: its live slot's row is the one written."""
+        dirty = self._adjacency.take_dirty()
+        if not dirty:
+            return {}
+        ids, index = self.ids, self.index
+        live = {}
+        for cid in {ids[i] for i in dirty}:
+            live[cid] = index.get(cid)
+        rows = {i: self._adjacency.full_row(i) for i in live.values() if i is not None}
+        rank = self._rank() if sum(len(r[0]) for r in rows.values()) > len(ids) // 2 else None
+        return {cid: None if i is None else self._row_record(rows[i], rank) for cid, i in live.items()}
+
+    def _row_record(self, row: tuple[np.ndarray, np.ndarray, np.ndarray], rank: np.ndarray | None) -> bytes | None:
+        """A row's record: neighbours in id order (by the ranks of every id, or sorted here)."""
+        idx, cnt, last = row
+        if not len(idx):
+            return None
+        ids = self.ids
+        if rank is not None:
+            order = np.argsort(rank[idx], kind="stable")
+            names = [ids[j] for j in idx[order].tolist()]
+        else:
+            unordered = [ids[j] for j in idx.tolist()]
+            order = np.array(sorted(range(len(unordered)), key=unordered.__getitem__), dtype=np.int64)
+            names = [unordered[k] for k in order.tolist()]
+        return encode_columns(names, cnt[order], last[order])
+
+    def _rank(self) -> np.ndarray:
+        """Each slot's place among every slot's id in string order (kept until slots are added)."""
+        if self._ranked is None or len(self._ranked) != len(self.ids):
+            ids = self.ids
+            rank = np.empty(len(ids), dtype=np.int64)
+            rank[np.array(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)] = np.arange(len(ids))
+            self._ranked = rank
+        return self._ranked
+
+    def pairs(self, edges: Iterable[Edge]) -> dict[Edge, PairState]:
+        """The pairs among `edges` that exist, with their count and last co-occurrence."""
+        index, found = self.index, {}
+        times: dict[int, datetime] = {}  # pairs of one turn often share their last time
+        for a, b in edges:
+            i, j = index.get(a), index.get(b)
+            pair = None if i is None or j is None else self._adjacency.pair(i, j)
+            if pair is not None:
+                at = times.get(pair[1])
+                if at is None:
+                    at = times[pair[1]] = from_us(pair[1])
+                found[(a, b)] = PairState(pair[0], at)
+        return found
+
+    def edges_of(self, neighbours: dict[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
+        """Per concept, its pairs with each of `neighbours[concept]` that exist (neighbour -> pair)."""
+        found: dict[str, dict[str, PairState]] = {}
+        for cid, others in neighbours.items():
+            pairs = self.pairs((cid, other) for other in others)
+            found[cid] = {other: pair for (_, other), pair in pairs.items()}
+        return found
 
     def apply_all(self, writes: Iterable[Write]) -> None:
         """Apply an event's writes in order; a run of removed edges in one pass."""
@@ -146,6 +216,36 @@ class GraphView:
             self.apply(write)
         if removed:
             self.remove_edges(removed)
+
+    def add_turns(self, run: FoldedRun) -> None:
+        """Apply a run of new turns (`state.turn_run`): what each turn's writes
+        do in turn (nodes created in the order the turns first mention them,
+        passages placed, cliques queued), with each concept's record and the
+        meta as the run leaves them."""
+        index, node, sources = self.index, self.node, self.passage_ids
+        members: list[int] = []
+        sizes, at_s, at_us = [], [], []
+        for (event, _, _), passage in zip(run.applied, run.passages):
+            for concept in event.concepts:
+                if concept.id not in index:
+                    node(concept.id, concept.text)
+            self.place(passage)
+            for cid in passage.concept_ids:
+                sources[index[cid]].append(passage.turn_id)
+            members.extend(index[cid] for cid in passage.concept_ids)
+            sizes.append(len(passage.concept_ids))
+            at_s.append(seconds(passage.timestamp))
+            at_us.append(to_us(passage.timestamp))
+        self._adjacency.add_cliques(
+            np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
+            np.array(at_us, dtype=np.int64),
+        )
+        for cid, concept in run.concepts.items():
+            i = index[cid]
+            self.texts[i] = concept.text
+            self._counts[i] = concept.count
+            self.note_concept(concept)
+        self.turns = run.meta.turns
 
     def remove_edges(self, edges: list[Edge]) -> None:
         """Drop the edges whose ends are both live (a removed concept's go with it)."""
@@ -179,7 +279,7 @@ class GraphView:
 
     def _co_occur(self, write: CoOccur) -> None:
         index = self.index
-        self._adjacency.add_clique((index[cid] for cid in write.ids), at_s=seconds(write.at))
+        self._adjacency.add_clique((index[cid] for cid in write.ids), at_s=seconds(write.at), at_us=to_us(write.at))
 
     def _file_new_edges(self, a: np.ndarray, b: np.ndarray, at_s: np.ndarray) -> None:
         """A new edge (count 1, last = the time of the first turn that held
@@ -423,13 +523,17 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         view.passage_ids[view.index[cid]].append(turn_id)
     row_prefix = keys.section(ref, b"r")
     rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
-    ends_a, ends_b, counts = [], [], []
+    ends_a, ends_b, counts, lasts = [], [], [], []
     for a, b, count, last in upper_pairs(rows):
         ends_a.append(view.index[a])
         ends_b.append(view.index[b])
         counts.append(count)
+        lasts.append(last)
         view.note_edge((a, b), PairState(count, from_us(last)))
-    view.load_pairs(np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64), np.array(counts, dtype=np.int64))
+    view.load_pairs(
+        np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64), np.array(counts, dtype=np.int64),
+        np.array(lasts, dtype=np.int64),
+    )
     for _, raw in repo.store.scan(keys.section(ref, b"t")):
         view.place(Passage.model_validate_json(raw))
     view.turns = repo.turns(ref)

@@ -18,8 +18,12 @@ from emgas.state.view import GraphView
 
 
 class Views(MutableMapping[GraphRef, GraphView]):
-    def __init__(self, refs: list[GraphRef], load: Callable[[GraphRef], GraphView]) -> None:
+    def __init__(
+        self, refs: list[GraphRef], load: Callable[[GraphRef], GraphView],
+        on_evict: Callable[[GraphRef, GraphView], None] | None = None,
+    ) -> None:
         self._load = load
+        self._on_evict = on_evict  # told before a view is dropped (it may hold changes not yet written)
         self._known: dict[GraphRef, None] = dict.fromkeys(refs)
         self._loaded: dict[GraphRef, GraphView] = {}
         self._idle: dict[GraphRef, int] = {}  # timer rounds since each loaded view was last used
@@ -75,6 +79,8 @@ class Views(MutableMapping[GraphRef, GraphView]):
         for ref in list(self._loaded):
             idle = self._idle[ref] = self._idle.get(ref, 0) + 1
             if idle > rounds:
+                if self._on_evict is not None:
+                    self._on_evict(ref, self._loaded[ref])
                 del self._loaded[ref]
                 del self._idle[ref]
                 evicted.append(ref)
