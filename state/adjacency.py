@@ -346,8 +346,9 @@ class Adjacency:
             held[held] = idx[pos[held]] == drop[held]
             if held.any():
                 dropped += int(np.count_nonzero(held))
-                gone = pos[held]
-                self._set(i, np.delete(idx, gone), np.delete(cnt, gone), np.delete(last, gone))
+                keep = np.ones(len(idx), dtype=bool)
+                keep[pos[held]] = False
+                self._set(i, idx[keep], cnt[keep], last[keep])
         self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:

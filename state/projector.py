@@ -146,7 +146,7 @@ class PartitionState:
         must see the state the events before it left, alone."""
         outcomes: list[Outcome | None] = [None] * len(batch)
         graphs: dict[str, list[int]] = {}
-        for k, (event, offset, raw) in enumerate(batch):
+        for k, (event, offset, _) in enumerate(batch):
             if offset <= self._offset:
                 outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
                 continue
@@ -407,12 +407,14 @@ class PartitionState:
         else:
             scratch, after = PartitionState(MemoryStore(), self.params), -1
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
+        kept = []
         for entry in self.repo.journal(ref):
             if entry.offset <= after:
                 continue
             event = decode_graph_event(entry.event)
             if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):
-                scratch.apply(event, entry.offset, raw=entry.event)
+                kept.append((event, entry.offset, entry.event))
+        scratch.apply_batch(kept)
         if ref not in scratch.views:
             return None
         return list(scratch.repo.records(ref))  # read through its transaction: no store to fill

@@ -28,10 +28,11 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.errors import QueryError
 from emgas.processors.codec import encode
 from emgas.processors.events import (
-    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, PassageQuery, Reply, StatsQuery,
+    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, GraphVersionSwitched, PassageQuery,
+    Reply, SnapshotStarted, StatsQuery,
 )
 from emgas.processors.extract import ExtractionParams
-from emgas.processors.graph import GraphParams
+from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
 from emgas.state.retrieval import answer, graph_stats, held_passages, reinforcement
@@ -83,6 +84,33 @@ class PartitionWorker:
         ref = self.state.ref_of(event)
         self.scheduler.applied(event, ref, wall)
         return outcome, self.scheduler.due(self.state, ref) + snapshots
+
+    def on_graph_events(
+        self, batch: list[tuple[GraphEvent, int, bytes | None]], wall: datetime
+    ) -> tuple[list[Outcome], list[GraphEvent]]:
+        """`on_graph_event` of each (event, offset, bytes) in turn, folded as
+        one batch (`PartitionState.apply_batch`): the outcomes, and the events
+        due once the batch is applied (each graph's ticks as of its state
+        then). A snapshot request must be served as of its own offset, so
+        it is not taken here: apply it with `on_graph_event`."""
+        if any(isinstance(event, SnapshotStarted) for event, _, _ in batch):
+            raise ValueError("a snapshot request is applied alone (on_graph_event), to be served as of its offset")
+        outcomes = self.state.apply_batch(batch)
+        due: list[GraphEvent] = []
+        refs: dict[tuple[str, int | None], GraphRef] = {}
+        for (event, offset, raw), outcome in zip(batch, outcomes):
+            size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
+            due += self.snapshots.after(self.state, event, offset, outcome, size, wall)
+            if isinstance(event, LOG_EVENTS):
+                continue
+            version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
+            ref = refs.get((event.graph_id, version))
+            if ref is None:
+                ref = refs[(event.graph_id, version)] = self.state.ref_of(event)
+            self.scheduler.applied(event, ref, wall)
+        for ref in dict.fromkeys(refs.values()):
+            due += self.scheduler.due(self.state, ref)
+        return outcomes, due
 
     def serve_snapshots(self) -> list[GraphEvent]:
         """The parts of the snapshots requested by the events just applied (reads only)."""

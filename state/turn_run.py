@@ -97,7 +97,7 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     stage, each record once (the journal entries and passages per turn, the
     concepts and meta as the run leaves them)."""
     put = repo.store.put
-    for event, offset, raw in run.applied:
+    for _, offset, raw in run.applied:
         put(keys.journal_entry(ref, offset), raw)
     put(keys.registry(ref), b"")
     put(keys.graph_meta(ref), run.meta)

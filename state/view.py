@@ -19,6 +19,7 @@ pops before it is due (one push per edge, not one per co-occurrence).
 from __future__ import annotations
 
 import heapq
+import math
 from datetime import datetime
 from typing import Any, Callable, Collection, Iterable
 
@@ -66,7 +67,11 @@ class GraphView:
         self._concept_due: list[tuple[float, str]] = []
         self._latest_due: dict[str, float] = {}  # per live concept: its newest due time
         self._unfiled: dict[str, ConceptState] = {}  # changed since their due times were filed
-        self._edge_due: list[tuple[float, str, str]] = []
+        # Edges' due times (s since 1970) by node slot, in chunks, unsorted:
+        # (due, a, b) arrays; a tick takes those due at once (`due_edges`).
+        self._edge_due: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._edge_due_entries = 0
+        self._edge_noted: list[tuple[float, int, int]] = []  # filed one by one, not in a chunk yet
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
         self.texts: list[str] = []
@@ -106,7 +111,7 @@ class GraphView:
         if self.dead > self.concepts + slack:
             return True
         # Queued turns only add edges: below the bound, no merge is needed to know.
-        due = len(self._edge_due)
+        due = self._edge_due_entries + len(self._edge_noted)
         return due > 4 * self._adjacency.edges_at_least + slack and due > 4 * self.edges + slack
         # changed adjacency rows are folded back in memory (`Adjacency.compact`)
 
@@ -182,18 +187,39 @@ class GraphView:
         return self._ranked
 
     def pairs(self, edges: Iterable[Edge]) -> dict[Edge, PairState]:
-        """The pairs among `edges` that exist, with their count and last co-occurrence."""
-        index, found = self.index, {}
+        """The pairs among `edges` that exist, with their count and last
+        co-occurrence (one search per row touched, not per edge)."""
+        index = self.index
+        live = [(edge, index.get(edge[0]), index.get(edge[1])) for edge in edges]
+        live = [(edge, i, j) for edge, i, j in live if i is not None and j is not None]
+        if not live:
+            return {}
+        rows = np.array([i for _, i, _ in live], dtype=np.int64)
+        others = np.array([j for _, _, j in live], dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        counts = np.zeros(len(live), dtype=np.int64)
+        lasts = np.zeros(len(live), dtype=np.int64)
+        found = np.zeros(len(live), dtype=bool)
+        sorted_rows = rows[order]
+        bounds = np.flatnonzero(np.concatenate([[True], sorted_rows[1:] != sorted_rows[:-1], [True]]))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            at = order[lo:hi]
+            idx, cnt, last = self._adjacency.full_row(int(sorted_rows[lo]))
+            pos = idx.searchsorted(others[at])
+            hit = pos < len(idx)
+            hit[hit] = idx[pos[hit]] == others[at][hit]
+            found[at[hit]] = True
+            counts[at[hit]] = cnt[pos[hit]]
+            lasts[at[hit]] = last[pos[hit]]
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
-        for a, b in edges:
-            i, j = index.get(a), index.get(b)
-            pair = None if i is None or j is None else self._adjacency.pair(i, j)
-            if pair is not None:
-                at = times.get(pair[1])
-                if at is None:
-                    at = times[pair[1]] = from_us(pair[1])
-                found[(a, b)] = PairState(pair[0], at)
-        return found
+        result: dict[Edge, PairState] = {}
+        for k in np.flatnonzero(found).tolist():
+            us = int(lasts[k])
+            at_time = times.get(us)
+            if at_time is None:
+                at_time = times[us] = from_us(us)
+            result[live[k][0]] = PairState(int(counts[k]), at_time)
+        return result
 
     def edges_of(self, neighbours: dict[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
         """Per concept, its pairs with each of `neighbours[concept]` that exist (neighbour -> pair)."""
@@ -240,11 +266,11 @@ class GraphView:
             np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
             np.array(at_us, dtype=np.int64),
         )
-        for cid, concept in run.concepts.items():
+        for cid, record in run.concepts.items():
             i = index[cid]
-            self.texts[i] = concept.text
-            self._counts[i] = concept.count
-            self.note_concept(concept)
+            self.texts[i] = record.text
+            self._counts[i] = record.count
+            self.note_concept(record)
         self.turns = run.meta.turns
 
     def remove_edges(self, edges: list[Edge]) -> None:
@@ -285,10 +311,12 @@ class GraphView:
         """A new edge (count 1, last = the time of the first turn that held
         it) gets a due time; a repeated co-occurrence only moves it later,
         and the scheduler re-files an edge it finds not yet due."""
-        ids, lifetime = self.ids, edge_lifetime(1, self.decay)
-        for i, j, t in zip(a.tolist(), b.tolist(), at_s.tolist()):
-            x, y = ids[i], ids[j]
-            heapq.heappush(self._edge_due, (t + lifetime, x, y) if x < y else (t + lifetime, y, x))
+        self._file_edges(at_s + edge_lifetime(1, self.decay), a, b)
+
+    def _file_edges(self, due: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        if len(due):
+            self._edge_due.append((due, a.astype(np.int32), b.astype(np.int32)))
+            self._edge_due_entries += len(due)
 
     def _put_meta(self, write: PutMeta) -> None:
         self.turns = write.meta.turns
@@ -399,8 +427,17 @@ class GraphView:
             self._concept_due = [(d, cid) for cid, d in self._latest_due.items()]
             heapq.heapify(self._concept_due)
 
+    def file_loaded_edges(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts_us: np.ndarray) -> None:
+        """File the due times of stored edges (`edge_due_s` of each, at once)."""
+        params = self.decay
+        if params.edge_threshold <= 0:
+            lifetime = np.full(len(counts), math.inf)
+        else:
+            lifetime = params.edge_stability_s * np.maximum(counts, 1) * math.log(1.0 / params.edge_threshold)
+        self._file_edges(lasts_us / 1e6 + lifetime, a, b)
+
     def note_edge(self, edge: Edge, pair: PairState) -> None:
-        heapq.heappush(self._edge_due, (edge_due_s(pair, self.decay), *edge))
+        self._edge_noted.append((edge_due_s(pair, self.decay), self.index[edge[0]], self.index[edge[1]]))
 
     def due_concepts(self, at: datetime) -> list[str]:
         """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""
@@ -411,7 +448,24 @@ class GraphView:
         until_s = seconds(at)
         if self._adjacency.earliest_queued_s + edge_lifetime(1, self.decay) <= until_s:
             _ = self._adjacency.edges  # reading them merges, which files the due times of the edges queued turns created
-        return [(a, b) for _, a, b in _pop_due(self._edge_due, until_s)]
+        if self._edge_noted:
+            noted = np.array(self._edge_noted, dtype=np.float64).reshape(-1, 3)
+            self._file_edges(noted[:, 0], noted[:, 1], noted[:, 2])
+            self._edge_noted = []
+        if not self._edge_due:
+            return []
+        due = np.concatenate([d for d, _, _ in self._edge_due])
+        ends_a = np.concatenate([x for _, x, _ in self._edge_due])
+        ends_b = np.concatenate([y for _, _, y in self._edge_due])
+        now = due <= until_s
+        self._edge_due = [(due[~now], ends_a[~now], ends_b[~now])]
+        self._edge_due_entries = len(self._edge_due[0][0])
+        ids = self.ids
+        found = []
+        for i, j in zip(ends_a[now].tolist(), ends_b[now].tolist()):
+            x, y = ids[i], ids[j]
+            found.append((x, y) if x < y else (y, x))
+        return found
 
     def most_mentioned(self, n: int) -> list[int]:
         """Indices of the n live concepts with the highest counts c(x); ties by index."""
@@ -529,11 +583,10 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         ends_b.append(view.index[b])
         counts.append(count)
         lasts.append(last)
-        view.note_edge((a, b), PairState(count, from_us(last)))
-    view.load_pairs(
-        np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64), np.array(counts, dtype=np.int64),
-        np.array(lasts, dtype=np.int64),
-    )
+    a_array, b_array = np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64)
+    count_array, last_array = np.array(counts, dtype=np.int64), np.array(lasts, dtype=np.int64)
+    view.file_loaded_edges(a_array, b_array, count_array, last_array)
+    view.load_pairs(a_array, b_array, count_array, last_array)
     for _, raw in repo.store.scan(keys.section(ref, b"t")):
         view.place(Passage.model_validate_json(raw))
     view.turns = repo.turns(ref)

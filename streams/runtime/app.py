@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from multiprocessing import get_context
@@ -39,7 +40,7 @@ from faust.types import TP
 
 from emgas.processors.codec import decode_graph_event, decode_turn, encode
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import Forget, GraphEvent
+from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
 from emgas.processors.extract import ingest_all
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.checkpoint import Checkpoint
@@ -51,6 +52,10 @@ from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Events folded between two turns of the event loop: what a query may wait
+# behind (about 10 ms of turns on the development machine).
+APPLY_SLICE = 100
 
 
 def faust_app(settings: Settings) -> App:
@@ -185,18 +190,41 @@ class Agents:
         settings = self.settings
         async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
             checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s)
+            pending: dict[int, list[tuple[GraphEvent, int, bytes]]] = {}  # per partition, in log order
             for event in events:
-                await self.apply_one(event.message, checkpoint)
+                message = event.message
+                try:
+                    graph_event = guarded(decode_graph_event, message.value)
+                except DecodeError as err:
+                    await self.output.to_dlq(message, err)
+                    continue
+                if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
+                    await self.apply_batch(message.partition, pending.pop(message.partition, []), checkpoint)
+                    await self.apply_one(message, graph_event, checkpoint)
+                else:
+                    pending.setdefault(message.partition, []).append((graph_event, message.offset, message.value))
+            for partition, batch in pending.items():
+                await self.apply_batch(partition, batch, checkpoint)
             await checkpoint.commit()
 
-    async def apply_one(self, message: Any, checkpoint: Checkpoint) -> None:
-        try:
-            graph_event = guarded(decode_graph_event, message.value)
-        except DecodeError as err:
-            await self.output.to_dlq(message, err)
-            return
-        # A partition revoked while it caught up is skipped here: its new
-        # owner reads the log from its own state's offset.
+    async def apply_batch(self, partition: int, batch: list[tuple[GraphEvent, int, bytes]], checkpoint: Checkpoint) -> None:
+        """Fold a partition's events in slices of `APPLY_SLICE`, letting the
+        event loop answer queries between them (a query waits for one slice,
+        not for the whole batch)."""
+        if not batch or not await self.recovery.wait(partition):
+            return  # a partition revoked while it caught up: its new owner reads the log from its own state
+        worker = self.states.worker(partition)
+        for start in range(0, len(batch), APPLY_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            part = batch[start:start + APPLY_SLICE]
+            outcomes, due = worker.on_graph_events(list(part), datetime.now(timezone.utc))
+            for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(part, outcomes)).items():
+                self.metrics.applied.labels(kind, outcome).inc(n)
+            checkpoint.add(worker, due)
+
+    async def apply_one(self, message: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
+        """A forget or a snapshot request: applied alone, with the state as of itself."""
         if not await self.recovery.wait(message.partition):
             return
         worker = self.states.worker(message.partition)

@@ -114,3 +114,54 @@ def test_commits_and_crashes_anywhere_give_the_reference_fold(turns, boosts, for
     in_memory_equals_stored(reference)
     assert state.repo.graph_refs() == reference.repo.graph_refs()
     assert all(ref in (GraphRef("g", 1), GraphRef("h", 1)) for ref in state.repo.graph_refs())
+
+
+def folded_in_batches(events: list[GraphEvent], cuts: set[int], crashes: set[int], evictions: frozenset) -> PartitionState:
+    """`events` applied with `apply_batch`, cut into batches before the offsets
+    in `cuts`, each batch committed; before a batch starting at an offset in
+    `crashes` (once), the state is reopened from its store after a batch
+    applied but not committed (its events are delivered again); after a batch
+    ending at an offset in `evictions`, every in-memory graph is dropped."""
+    store = MemoryStore()
+    state = PartitionState(store, PARAMS)
+    bounds = sorted({0, len(events)} | {c for c in cuts if 0 < c < len(events)})
+    crashed: set[int] = set()
+    k = 0
+    while k < len(bounds) - 1:
+        start, end = bounds[k], bounds[k + 1]
+        state.apply_batch([(event, offset, None) for offset, event in enumerate(events[start:end], start)])
+        if start in crashes and start not in crashed:
+            crashed.add(start)
+            state.txn.rollback()
+            state = PartitionState(store, PARAMS)  # the batch is lost: delivered again from the committed offset
+            k = max(i for i, b in enumerate(bounds[:-1]) if b <= state.committed_offset + 1)
+            continue
+        state.commit()
+        if end - 1 in evictions:
+            state.views.evict_unused(1)
+            state.views.evict_unused(1)
+        k += 1
+    state.commit()
+    return state
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(turn, min_size=1, max_size=25),
+    st.sets(st.integers(0, 24), max_size=4),
+    st.none() | st.integers(0, 11),
+    st.data(),
+)
+def test_batches_of_any_size_and_crashes_between_them_give_the_event_by_event_fold(turns, boosts, forget, data):
+    """Batch boundaries never show: the batch fold, cut anywhere, with crashes
+    between batches, equals applying one event at a time."""
+    events = stream(turns, boosts, forget)
+    offsets = st.sets(st.integers(0, len(events) - 1), max_size=8)
+    cuts, crashes = data.draw(offsets, "cuts"), data.draw(offsets, "crashes")
+    evictions = frozenset(data.draw(offsets, "evictions"))
+    reference = folded(events, set(), set())
+    state = folded_in_batches(events, cuts, crashes, evictions)
+    assert partition_digests(state.repo) == partition_digests(reference.repo)
+    assert state.views.keys() == reference.views.keys()
+    in_memory_equals_stored(state)
+    assert state.repo.graph_refs() == reference.repo.graph_refs()
