@@ -40,13 +40,11 @@ def encode_row(row: Row) -> bytes:
     return _N.pack(len(ids)) + values.tobytes() + "\x00".join(ids).encode()
 
 
-def encode_columns(ids: list[str], counts: np.ndarray, lasts: np.ndarray) -> bytes:
-    """The record of a row given as columns already in neighbour id order:
-    the same bytes as `encode_row` of the same entries."""
-    values = np.empty((len(ids), 2), dtype=_VALUES)
-    values[:, 0] = counts
-    values[:, 1] = lasts
-    return _N.pack(len(ids)) + values.tobytes() + "\x00".join(ids).encode()
+def encode_packed(n: int, values: bytes, ids: list[str]) -> bytes:
+    """The record of a row of `n` entries given in neighbour id order: their
+    (count, last µs) values already packed (big-endian int64 pairs) and their
+    ids; the same bytes as `encode_row` of the same entries."""
+    return _N.pack(n) + values + "\x00".join(ids).encode()
 
 
 def _parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:

@@ -18,6 +18,7 @@ pops before it is due (one push per edge, not one per co-occurrence).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from datetime import datetime
@@ -39,7 +40,7 @@ from emgas.processors.pruning import Edge, PairState
 from emgas.state import keys
 from emgas.state.adjacency import Adjacency
 from emgas.state.repository import GraphRepository, from_us, to_us
-from emgas.state.rows import encode_columns, upper_pairs
+from emgas.state.rows import encode_packed, upper_pairs
 from emgas.state.turn_run import FoldedRun
 
 
@@ -76,7 +77,8 @@ class GraphView:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self._counts = np.zeros(64, dtype=np.float64)
-        self._ranked: np.ndarray | None = None  # `_rank`'s, while no slot is added
+        self._id_order: list[int] = []  # every slot, in the order of their ids (`_rank`)
+        self._ranked: np.ndarray | None = None  # each slot's place in it
         self._adjacency = Adjacency()
         self._adjacency.on_new_edges = self._file_new_edges
         self.passage_ids: list[list[str]] = []
@@ -155,35 +157,43 @@ class GraphView:
         if not dirty:
             return {}
         ids, index = self.ids, self.index
-        live = {}
-        for cid in {ids[i] for i in dirty}:
-            live[cid] = index.get(cid)
-        rows = {i: self._adjacency.full_row(i) for i in live.values() if i is not None}
-        rank = self._rank() if sum(len(r[0]) for r in rows.values()) > len(ids) // 2 else None
-        return {cid: None if i is None else self._row_record(rows[i], rank) for cid, i in live.items()}
-
-    def _row_record(self, row: tuple[np.ndarray, np.ndarray, np.ndarray], rank: np.ndarray | None) -> bytes | None:
-        """A row's record: neighbours in id order (by the ranks of every id, or sorted here)."""
-        idx, cnt, last = row
-        if not len(idx):
-            return None
-        ids = self.ids
-        if rank is not None:
-            order = np.argsort(rank[idx], kind="stable")
-            names = [ids[j] for j in idx[order].tolist()]
-        else:
-            unordered = [ids[j] for j in idx.tolist()]
-            order = np.array(sorted(range(len(unordered)), key=unordered.__getitem__), dtype=np.int64)
-            names = [unordered[k] for k in order.tolist()]
-        return encode_columns(names, cnt[order], last[order])
+        live = {cid: index.get(cid) for cid in {ids[i] for i in dirty}}
+        records: dict[str, bytes | None] = {cid: None for cid, i in live.items() if i is None}
+        slots = sorted(i for i in live.values() if i is not None)
+        rows = [self._adjacency.full_row(i) for i in slots]
+        lengths = np.fromiter((len(idx) for idx, _, _ in rows), dtype=np.int64, count=len(rows))
+        if not lengths.sum():
+            records.update({ids[i]: None for i in slots})
+            return records
+        neighbours = np.concatenate([idx for idx, _, _ in rows])
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        order = np.lexsort((self._rank()[neighbours], owner))  # each row's entries in id order
+        values = np.empty((len(order), 2), dtype=">i8")
+        values[:, 0] = np.concatenate([cnt for _, cnt, _ in rows])[order]
+        values[:, 1] = np.concatenate([last for _, _, last in rows])[order]
+        packed = values.tobytes()
+        names = [ids[j] for j in neighbours[order].tolist()]
+        start = 0
+        for slot, n in zip(slots, lengths.tolist()):
+            end = start + n
+            records[ids[slot]] = encode_packed(n, packed[16 * start:16 * end], names[start:end]) if n else None
+            start = end
+        return records
 
     def _rank(self) -> np.ndarray:
-        """Each slot's place among every slot's id in string order (kept until slots are added)."""
-        if self._ranked is None or len(self._ranked) != len(self.ids):
-            ids = self.ids
-            rank = np.empty(len(ids), dtype=np.int64)
-            rank[np.array(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)] = np.arange(len(ids))
-            self._ranked = rank
+        """Each slot's place among every slot's id in string order (`state.rows`
+        sorts a row's neighbours by id); slots added since the last call are
+        inserted into the order kept."""
+        ids = self.ids
+        known = len(self._id_order)
+        if known < len(ids):
+            if len(ids) - known > known // 8 + 16:  # many new slots: sort them all again
+                self._id_order = sorted(range(len(ids)), key=ids.__getitem__)
+            for slot in range(len(self._id_order), len(ids)):
+                bisect.insort(self._id_order, slot, key=ids.__getitem__)
+            self._ranked = np.empty(len(ids), dtype=np.int64)
+            self._ranked[np.array(self._id_order, dtype=np.int64)] = np.arange(len(ids))
+        assert self._ranked is not None
         return self._ranked
 
     def pairs(self, edges: Iterable[Edge]) -> dict[Edge, PairState]:
