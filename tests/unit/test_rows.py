@@ -10,28 +10,50 @@ from emgas.processors.pruning import PairState
 from emgas.processors.dynamics import EPOCH
 from emgas.state import keys
 from emgas.state.repository import from_us, to_us
-from emgas.state.rows import RowLookup, changed_record, changed_row, decode_row, encode_row, upper_pairs
+from emgas.processors.writes import CoOccur, RemovePair
+from emgas.state.rows import RowLookup, changed_row, encode_row, upper_pairs
+from emgas.state.view import GraphView
+from emgas.processors.dynamics import DecayParams
 from emgas.state.snapshots import as_pairs, as_rows
 
 IDS = st.sampled_from(["a", "b", "bb", "b\u00e9", "c", "\u732b", "z"])
 CO_OCCURRENCE = st.tuples(st.lists(IDS, min_size=1, max_size=4, unique=True).map(lambda ids: tuple(sorted(ids))),
                           st.integers(0, 50))
 REMOVAL = st.tuples(IDS, st.none())
-ROW = st.dictionaries(IDS, st.tuples(st.integers(1, 9), st.integers(0, 50)), max_size=6)
-LONG_IDS = st.sampled_from([f"n{i:03d}" for i in range(80)] + ["a", "b", "\u732b"])
+
+
+ALL_IDS = ["a", "b", "bb", "b\u00e9", "c", "\u732b", "z"]
+SETTLE = st.tuples(st.just("settle"), st.none())
 
 
 @settings(max_examples=300, deadline=None)
-@given(ROW, st.lists(st.one_of(CO_OCCURRENCE, REMOVAL), max_size=8))
-def test_a_changed_record_equals_the_changed_dict(row, changes):
-    row = {o: v for o, v in row.items() if o != "a"}  # the row of "a" holds no edge with itself
-    raw = encode_row(row) if row else None
-    expected = changed_row("a", dict(row), changes)
-    record = changed_record("a", raw, changes)
-    assert (decode_row(record) if record else {}) == expected
-    assert record is None or record == encode_row(expected)  # one encoding for one row
-    lookup = RowLookup(record)
-    assert all(lookup.get(o) == v for o, v in expected.items()) and lookup.get("nope") is None
+@given(st.lists(st.one_of(CO_OCCURRENCE, REMOVAL.map(lambda r: (tuple(sorted({r[0], "a"})), None)), SETTLE), max_size=16))
+def test_the_rows_a_view_keeps_are_written_as_the_changed_dicts(operations):
+    """Pair rows are kept by the view's adjacency and written when the
+    transaction settles (`GraphView.row_records`): whenever that happens,
+    each record written is `encode_row` of the reference row (`changed_row`)."""
+    view = GraphView(GraphRef("g", 1), DecayParams())
+    for cid in ALL_IDS:
+        view.node(cid, cid)
+    reference: dict[str, dict] = {cid: {} for cid in ALL_IDS}
+    stored: dict[str, bytes | None] = {}
+    for what, at in operations:
+        if what == "settle":
+            stored.update(view.row_records())
+        elif at is None:  # the edge between the two ids goes
+            if len(what) == 2:
+                view.apply_all([RemovePair(what)])
+                reference[what[0]] = changed_row(what[0], reference[what[0]], [(what[1], None)])
+                reference[what[1]] = changed_row(what[1], reference[what[1]], [(what[0], None)])
+        else:
+            view.apply(CoOccur(what, from_us(at)))
+            for cid in what:
+                reference[cid] = changed_row(cid, reference[cid], [(what, at)])
+    stored.update(view.row_records())
+    assert {cid: record for cid, record in stored.items() if record is not None} == \
+        {cid: encode_row(row) for cid, row in reference.items() if row}
+    lookup = {cid: RowLookup(stored.get(cid)) for cid in ALL_IDS}
+    assert all(lookup[cid].get(o) == v for cid, row in reference.items() for o, v in row.items())
 
 
 @given(st.lists(st.integers(0, 10**6), min_size=1, max_size=5))
@@ -57,18 +79,6 @@ def test_snapshots_carry_one_record_per_pair_and_restore_rows():
     assert sorted(as_rows(pairs)) == records
     assert list(upper_pairs([("a", rows[0][1]), ("b", rows[1][1])])) == [("a", "b", 2, 5), ("a", "c", 1, 7)]
     assert to_us(EPOCH) == 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(LONG_IDS, st.tuples(st.integers(1, 9), st.integers(0, 50)), min_size=48, max_size=80),
-       st.lists(st.one_of(st.tuples(st.lists(LONG_IDS, min_size=1, max_size=4, unique=True)
-                                    .map(lambda ids: tuple(sorted(ids))), st.integers(0, 50)),
-                          st.tuples(LONG_IDS, st.none())), max_size=12))
-def test_a_long_row_changed_in_place_equals_the_changed_dict(row, changes):
-    row = {o: v for o, v in row.items() if o != "a"}
-    expected = changed_row("a", dict(row), changes)
-    record = changed_record("a", encode_row(row), changes)
-    assert record == (encode_row(expected) if expected else None)
 
 
 def test_a_state_of_the_per_pair_format_is_rebuilt_from_the_log_with_one_line(tmp_path, caplog):
