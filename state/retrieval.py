@@ -8,6 +8,7 @@ applied like every other change.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
@@ -43,8 +44,9 @@ from emgas.processors.extract import ExtractionParams, detect_language, normalis
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
-from emgas.state.encoder import Encoder, optional_encoder
+from emgas.state.encoder import Encoder, model_tag, optional_encoder
 from emgas.state.semantic import VectorCache
+from emgas.state.word_store import WordStore
 from emgas.state.wordnet import default_lexicon
 
 Clock = Callable[[], float]  # seconds, monotonic
@@ -106,20 +108,37 @@ def _similar(
     view: GraphView, words: list[str], encoder: Encoder, group: dict[str, float], speakers: set[str]
 ) -> dict[str, float]:
     graph = _VECTORS.of(view.ref)
-    ids, vectors = graph.current(view, _VECTORS.words, encoder.encode)
+    ids, vectors = _VECTORS.current(view, encoder.encode)
     return similar_seeds(
         words, graph.of(words, _VECTORS.words, encoder.encode), ids, vectors,
         lambda cid: cid in view.index and cid not in group and cid not in speakers,
     )
 
 
-def warm_up(params: ActivationParams) -> None:
+def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
     """Load what query expansion needs (WordNet, the encoder) now, so the first
-    query a worker answers does not wait for them (about 1 s)."""
+    query a worker answers does not wait for them (about 1 s). `word_vectors`:
+    a worker's folder for word vectors kept across processes; given, new
+    concepts are encoded in the background, never on a query
+    (`state.semantic`)."""
     if params.expansion:
         default_lexicon()
     if params.semantic:
-        optional_encoder()
+        encoder = optional_encoder()
+        if encoder is not None and word_vectors is not None:
+            _VECTORS.serve_from(WordStore(word_vectors / f"word-vectors-{model_tag()}.sqlite3"), encoder.encode)
+
+
+def warm_graphs(state: PartitionState, params: ActivationParams) -> None:
+    """Encode (or read from the disk) the concept vectors of every graph of
+    `state`, so that no query of a partition just taken over waits for them."""
+    encoder = optional_encoder() if params.semantic else None
+    if encoder is None:
+        return
+    for ref in list(state.views):
+        view = state.views.get(ref)
+        if view is not None and state.repo.active_version(ref.graph_id) == ref.version:
+            _VECTORS.warm(view, encoder.encode)
 
 
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:

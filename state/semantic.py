@@ -1,23 +1,38 @@
 """Word vectors of a graph's concepts, kept beside its view for semantic seeds.
 
-A graph's concepts are encoded once each, on the first query that needs
-them (a concept made since the last query is encoded then), never at
-ingest: ingest stays free of any model. A word's vector depends on the word
-alone, so one process-wide cache of the last WORD_CACHE words serves every
-graph (conversations share most of their vocabulary) and the query words
-that are concepts already. 384 float32 per concept (1.5 KB; 10,000
-concepts: 15 MB); about 1 ms to encode a new word on one core. Graphs not
-queried lately are dropped first (at most MAX_GRAPHS kept).
+A word's vector depends on the word alone, so one process-wide cache of
+the last WORD_CACHE words serves every graph (conversations share most of
+their vocabulary) and the query words that are concepts already; with a
+`WordStore` it is also kept on disk, so a word is encoded once per machine
+(about 1 ms on one core), not once per process. Ingest stays free of any
+model. 384 float32 per concept (1.5 KB; 10,000 concepts: 15 MB). Graphs
+not queried lately are dropped first (at most MAX_GRAPHS kept).
+
+When a graph's concepts are encoded:
+- in process (evaluation, tests): on the first query that needs them, as
+  the query asks (`VectorCache()`);
+- in a worker (`VectorCache(background=True)`, see `state.retrieval.warm_up`):
+  a partition's graphs when it has caught up, before it serves queries
+  (`warm`: from the disk where it can); a concept made since is looked up
+  on the next query, and if no vector of its word is known yet, encoded by
+  a background thread while that query goes on without it. So no query
+  waits for the encoder.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
 from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
 
 from emgas.state.view import GraphView
+from emgas.state.word_store import WordStore
+
+log = logging.getLogger(__name__)
 
 Encode = Callable[[list[str]], np.ndarray]
 MAX_GRAPHS = 64
@@ -26,25 +41,74 @@ DIMENSIONS = 384
 
 
 class WordVectors:
-    """word -> unit vector, the least recently used dropped past `size` words."""
+    """word -> unit vector, the least recently used dropped past `size` words
+    (and, with a `store`, kept on disk). Safe to use from several threads."""
 
-    def __init__(self, size: int = WORD_CACHE) -> None:
+    def __init__(self, size: int = WORD_CACHE, store: WordStore | None = None) -> None:
         self.size = size
+        self.store = store
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.RLock()
+
+    def known(self, words: list[str]) -> dict[str, np.ndarray]:
+        """The vectors of those of `words` known in memory or on disk (nothing is encoded)."""
+        with self._lock:
+            found = {w: self._vectors[w] for w in words if w in self._vectors}
+            missing = [w for w in dict.fromkeys(words) if w not in found]
+            if missing and self.store is not None:
+                stored = self.store.get(missing)
+                for word, vector in stored.items():
+                    self._vectors[word] = vector
+                found.update(stored)
+            self._trim()
+            return found
 
     def of(self, words: list[str], encode: Encode) -> np.ndarray:
-        """Vectors of `words` (rows in order), encoding only those not cached."""
-        new = [w for w in dict.fromkeys(words) if w not in self._vectors]
+        """Vectors of `words` (rows in order), encoding only those not known."""
+        found = self.known(words)
+        new = [w for w in dict.fromkeys(words) if w not in found]
         if new:
-            for word, vector in zip(new, encode(new).astype(np.float32)):
-                self._vectors[word] = vector
-        rows = []
-        for word in words:
-            self._vectors.move_to_end(word)
-            rows.append(self._vectors[word])
+            encoded = dict(zip(new, encode(new).astype(np.float32)))
+            if self.store is not None:
+                self.store.put(encoded)
+            found.update(encoded)
+            with self._lock:
+                self._vectors.update(encoded)
+                self._trim()
+        return np.stack([found[w] for w in words]) if words else np.zeros((0, DIMENSIONS), dtype=np.float32)
+
+    def _trim(self) -> None:
         while len(self._vectors) > self.size:
             self._vectors.popitem(last=False)
-        return np.stack(rows) if rows else np.zeros((0, DIMENSIONS), dtype=np.float32)
+
+
+class Background:
+    """One thread that encodes the words it is given, into a `WordVectors`."""
+
+    def __init__(self, words: WordVectors, encode: Encode) -> None:
+        self._words, self._encode = words, encode
+        self._queue: queue.Queue[list[str]] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="emgas-word-vectors", daemon=True)
+        self._thread.start()
+
+    def submit(self, words: list[str]) -> None:
+        if words:
+            self._queue.put(words)
+
+    def idle(self) -> bool:
+        """Whether every word submitted has been encoded."""
+        return self._queue.unfinished_tasks == 0
+
+    def _run(self) -> None:
+        while True:
+            words = self._queue.get()
+            try:
+                for start in range(0, len(words), 64):
+                    self._words.of(words[start:start + 64], self._encode)
+            except Exception:  # noqa: BLE001 - a failed encoding costs those words their seeds, not the thread
+                log.exception("encoding %s words in the background failed", len(words))
+            finally:
+                self._queue.task_done()
 
 
 class ConceptVectors:
@@ -54,16 +118,34 @@ class ConceptVectors:
         self.ids: list[str] = []
         self.position: dict[str, int] = {}
         self.vectors = np.zeros((0, DIMENSIONS), dtype=np.float32)
+        self._submitted: set[str] = set()  # handed to the background encoder, not added yet
 
-    def current(self, view: GraphView, words: WordVectors, encode: Encode) -> tuple[list[str], np.ndarray]:
+    def current(
+        self, view: GraphView, words: WordVectors, encode: Encode, background: Background | None = None
+    ) -> tuple[list[str], np.ndarray]:
         """(ids, vectors) of every concept `view` holds or once held, after
-        adding those not seen before; callers skip the ones no longer held."""
+        adding those not seen before; callers skip the ones no longer held.
+        With `background`, a new concept whose word has no known vector is
+        left out and handed to it (a later call adds it)."""
         new = [cid for cid in view.index if cid not in self.position]
-        if new:
-            self.position.update((cid, len(self.ids) + i) for i, cid in enumerate(new))
-            self.ids += new
-            self.vectors = np.vstack([self.vectors, words.of(new, encode)])
+        if not new:
+            return self.ids, self.vectors
+        if background is None:
+            self._add(new, words.of(new, encode))
+            return self.ids, self.vectors
+        found = words.known(new)
+        ready = [cid for cid in new if cid in found]
+        if ready:
+            self._add(ready, np.stack([found[cid] for cid in ready]))
+        background.submit([cid for cid in new if cid not in found and cid not in self._submitted])
+        self._submitted.update(cid for cid in new if cid not in found)
         return self.ids, self.vectors
+
+    def _add(self, ids: list[str], vectors: np.ndarray) -> None:
+        self.position.update((cid, len(self.ids) + i) for i, cid in enumerate(ids))
+        self.ids += ids
+        self.vectors = np.vstack([self.vectors, vectors])
+        self._submitted.difference_update(ids)
 
     def of(self, words: list[str], cache: WordVectors, encode: Encode) -> np.ndarray:
         """Vectors of query words: a concept's own row, else from the word cache."""
@@ -80,7 +162,24 @@ class VectorCache:
     def __init__(self, max_graphs: int = MAX_GRAPHS) -> None:
         self.max_graphs = max_graphs
         self.words = WordVectors()
+        self.background: Background | None = None
         self._graphs: OrderedDict[object, ConceptVectors] = OrderedDict()
+
+    def serve_from(self, store: WordStore | None, encode: Encode) -> None:
+        """A worker's mode: words kept in `store` across processes, new concepts
+        encoded in the background, never by a query."""
+        self.words.store = store
+        if self.background is None:
+            self.background = Background(self.words, encode)
+
+    def current(self, view: GraphView, encode: Encode) -> tuple[list[str], np.ndarray]:
+        """`ConceptVectors.current` of `view`'s graph version, in this cache's mode."""
+        return self.of(view.ref).current(view, self.words, encode, self.background)
+
+    def warm(self, view: GraphView, encode: Encode) -> None:
+        """Every concept of `view` encoded now (from the disk where known): a
+        partition taken over is warmed before it serves its first query."""
+        self.of(view.ref).current(view, self.words, encode)
 
     def of(self, key: object) -> ConceptVectors:
         found = self._graphs.pop(key, None) or ConceptVectors()

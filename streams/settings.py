@@ -209,6 +209,9 @@ class Settings(BaseSettings):
     """A Kafka distribution to run instead of the pinned jars (its libs/*.jar)."""
     kafka_cache: Path = Field(default_factory=default_cache)
     """Where `emgas broker --install` puts the pinned Kafka's jars."""
+    word_vectors_cache: Path = Field(default_factory=default_cache)
+    """Where a worker keeps the word vectors of semantic seeds across restarts (one SQLite file per model), so a
+    word is encoded once per machine and a partition taken over is ready without encoding its graphs again."""
     kafka_heap: str = DEFAULT_HEAP
     """JVM heap options of the real broker `emgas broker` runs."""
 

@@ -43,6 +43,7 @@ from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
 from emgas.streams.kafka.reader import log_reader
 from emgas.state.snapshots import LogIdentity, graph_ids
+from emgas.state.retrieval import warm_graphs
 from emgas.state.steps import PartitionWorker
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
@@ -134,9 +135,13 @@ class Recovery:
         elapsed = time.perf_counter() - started
         if read:
             log.info("partition %s caught up: %s events in %.2f s", partition, read, elapsed)
+        warmed = time.perf_counter()
+        # Its graphs' concept vectors before its first query (the previous owner answers meanwhile).
+        await asyncio.to_thread(warm_graphs, self.states.get(partition), self.settings.activation)
         self.recoveries[partition] = {
             "seconds": round(elapsed, 3), "records_read": read,
             "checkpoint": self._checkpoints.pop(partition, None),
+            "vectors_seconds": round(time.perf_counter() - warmed, 3),
         }
         self._tasks.pop(partition, None)
         if not future.done():

@@ -57,7 +57,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOO
     print(where(settings), flush=True)
     # WordNet and the encoder load now (about 1 s), before the worker joins its
     # group: not on its first query, and not while it folds its first turns.
-    warm_up(settings.activation)
+    warm_up(settings.activation, settings.word_vectors_cache)
     worker = build_worker(settings, hooks)
     faust_worker = HandingOverWorker(
         worker.app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel),
