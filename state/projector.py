@@ -80,7 +80,7 @@ class PartitionState:
         self._offset = self.repo.applied_offset()
         self._committed = self._offset
         self.last_rejection: str | None = None
-        self.rejections: dict[int, str] = {}  # offset -> why the fold rejected the event there (this process)
+        self.rejections: dict[int, str] = {}  # offset -> why the fold rejected the event there (the last batch)
 
     @property
     def applied_offset(self) -> int:
@@ -146,6 +146,7 @@ class PartitionState:
         must see the state the events before it left, alone."""
         outcomes: list[Outcome | None] = [None] * len(batch)
         graphs: dict[str, list[int]] = {}
+        self.rejections = {}
         for k, (event, offset, _) in enumerate(batch):
             if offset <= self._offset:
                 outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery

@@ -43,7 +43,7 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
 from emgas.processors.extract import ingest_all
 from emgas.streams.errors import ServingStopped
-from emgas.streams.runtime.checkpoint import Checkpoint
+from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
@@ -150,6 +150,7 @@ class Agents:
         self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
         self.output, self.extraction = output, extraction
         self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
+        self.pacing = CommitPacing(settings.state_commit_interval_s)
 
     def register(self, app: faust.App) -> None:
         settings = self.settings
@@ -189,7 +190,7 @@ class Agents:
     async def apply_events(self, stream: Any) -> None:
         settings = self.settings
         async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
-            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s)
+            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing)
             pending: dict[int, list[tuple[GraphEvent, int, bytes]]] = {}  # per partition, in log order
             for event in events:
                 message = event.message
@@ -233,7 +234,7 @@ class Agents:
             # Re-folding a graph takes a replay of it: off the event loop, so
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
-            await checkpoint.commit()
+            await checkpoint.commit(force=True)
             refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
         wall = datetime.now(timezone.utc)
         outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
@@ -242,7 +243,7 @@ class Agents:
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a
             # commit (it reads the state as of the request; queries read it too).
-            await checkpoint.commit()
+            await checkpoint.commit(force=True)
             checkpoint.add(worker, await asyncio.to_thread(worker.serve_snapshots))
 
     async def tick_graphs(self) -> None:
@@ -250,8 +251,14 @@ class Agents:
         wall = datetime.now(timezone.utc)
         rounds = math.ceil(self.settings.evict_idle_s / self.settings.graph.idle_check_s)
         for partition in self.recovery.ready_partitions():
-            await self.output.append(self.states.worker(partition).on_timer(wall))
-            self.states.get(partition).views.evict_unused(rounds)
+            worker = self.states.worker(partition)
+            await self.output.append(worker.on_timer(wall))
+            worker.state.views.evict_unused(rounds)
+            if worker.state.uncommitted and self.pacing.due(worker):
+                # An idle partition's last events reach the store too. Safe between
+                # two slices of a batch: a tick they made due and a crash lost is due again.
+                worker.state.commit()
+                self.pacing.committed(worker)
 
 
 def _topic(app: faust.App, name: str, partitions: int) -> Any:

@@ -8,7 +8,9 @@ A batch of graph events is applied to the partition states' transactions
 2. flush the producer: await every acknowledgement, so each emitted
    event is in the log;
 3. commit each touched partition state, with the offset of the last event
-   it applied, in one atomic RocksDB batch;
+   it applied, in one atomic RocksDB batch, when its `CommitPacing` says
+   so (at most every `EMGAS_STATE_COMMIT_INTERVAL_S`: a commit rewrites
+   every pair row changed since the last one, and hub rows are long);
 4. return to Faust, which acknowledges the batch's messages and commits
    the consumer offsets later.
 
@@ -23,6 +25,7 @@ fold skips. The consumer group's offsets are never what the state trusts.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Awaitable, Callable
 
 from emgas.processors.events import GraphEvent
@@ -31,12 +34,37 @@ from emgas.state.steps import PartitionWorker
 Send = Callable[[GraphEvent], Awaitable[Awaitable[Any]]]  # returns the ack's future
 
 
+class CommitPacing:
+    """When a partition state is committed: after a batch once `interval_s`
+    (wall seconds) have passed since its last commit (0: after every batch).
+    Recovery reads the log from the state's own offset, so a state committed
+    less often loses nothing in a crash: the events after it are folded
+    again (and the ticks they made due are emitted again, which the fold
+    skips as duplicates)."""
+
+    def __init__(self, interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._last: dict[int, float] = {}  # id of a state -> when it was last committed
+
+    def due(self, worker: PartitionWorker) -> bool:
+        last = self._last.get(id(worker.state))
+        return self.interval_s <= 0 or last is None or self._clock() - last >= self.interval_s
+
+    def committed(self, worker: PartitionWorker) -> None:
+        self._last[id(worker.state)] = self._clock()
+
+
+EVERY_BATCH = CommitPacing(0.0)
+
+
 class Checkpoint:
     """What one batch touched: the workers to commit and the events to emit."""
 
-    def __init__(self, send: Send, hold_s: float = 0.0) -> None:
+    def __init__(self, send: Send, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH) -> None:
         self._send = send
         self._hold_s = hold_s  # the crash tests' window between 2 and 3
+        self._pacing = pacing
         self._workers: dict[int, PartitionWorker] = {}
         self._emitted: list[GraphEvent] = []
 
@@ -44,13 +72,17 @@ class Checkpoint:
         self._workers[id(worker)] = worker
         self._emitted += emitted
 
-    async def commit(self) -> None:
-        """Emit (1), flush (2), commit the states (3), in that order."""
+    async def commit(self, force: bool = False) -> None:
+        """Emit (1), flush (2), commit the states (3), in that order; a state
+        only when its pacing says so, unless `force` (a reader of the store
+        off the event loop needs it committed)."""
         acks = [await self._send(event) for event in self._emitted]
         await asyncio.gather(*acks)
         if self._hold_s and self._workers:
             await asyncio.sleep(self._hold_s)
         for worker in self._workers.values():
-            worker.state.commit()
+            if force or self._pacing.due(worker):
+                worker.state.commit()
+                self._pacing.committed(worker)
         self._emitted = []
         self._workers = {}

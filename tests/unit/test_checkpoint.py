@@ -1,0 +1,76 @@
+"""The apply agent's commit order and pacing (`streams.runtime.checkpoint`)."""
+
+import asyncio
+
+from emgas.processors.graph import GraphParams
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import PartitionState
+from emgas.state.steps import PartitionWorker
+from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
+from tests.support.factories import ingested
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def a_worker() -> PartitionWorker:
+    return PartitionWorker(PartitionState(MemoryStore(), GraphParams()), GraphParams())
+
+
+def run_batch(worker: PartitionWorker, offset: int, pacing: CommitPacing, sent: list, force: bool = False) -> None:
+    async def send(event):
+        sent.append(event)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def batch() -> None:
+        checkpoint = Checkpoint(send, pacing=pacing)
+        worker.state.apply(ingested("g", f"t{offset}", {"cat": 0.5, "dog": 0.4}, minute=offset), offset)
+        checkpoint.add(worker, [])
+        await checkpoint.commit(force)
+
+    asyncio.run(batch())
+
+
+def test_a_state_is_committed_at_most_once_per_interval_and_always_when_forced():
+    clock, worker, sent = Clock(), a_worker(), []
+    pacing = CommitPacing(1.0, clock)
+    run_batch(worker, 0, pacing, sent)
+    assert worker.state.committed_offset == 0  # the first batch: no commit before it
+    clock.now = 0.5
+    run_batch(worker, 1, pacing, sent)
+    assert worker.state.committed_offset == 0 and worker.state.applied_offset == 1  # applied, not yet committed
+    run_batch(worker, 2, pacing, sent, force=True)
+    assert worker.state.committed_offset == 2  # a forget or a snapshot request needs the store as of itself
+    clock.now = 1.2
+    run_batch(worker, 3, pacing, sent)
+    assert worker.state.committed_offset == 2
+    clock.now = 2.6
+    run_batch(worker, 4, pacing, sent)
+    assert worker.state.committed_offset == 4
+
+
+def test_interval_zero_commits_after_every_batch():
+    worker, sent = a_worker(), []
+    pacing = CommitPacing(0.0)
+    for offset in range(3):
+        run_batch(worker, offset, pacing, sent)
+        assert worker.state.committed_offset == offset
+
+
+def test_a_crash_between_commits_refolds_the_events_after_the_last_commit():
+    store = MemoryStore()
+    worker = PartitionWorker(PartitionState(store, GraphParams()), GraphParams())
+    clock, sent = Clock(), []
+    pacing = CommitPacing(10.0, clock)
+    for offset in range(3):
+        run_batch(worker, offset, pacing, sent)
+    assert worker.state.committed_offset == 0
+    restarted = PartitionState(store, GraphParams())  # a crash: what was not committed is gone
+    assert restarted.applied_offset == 0  # recovery reads the log from offset 1 again
