@@ -130,14 +130,15 @@ def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
 
 
 def warm_graphs(state: PartitionState, params: ActivationParams) -> None:
-    """Encode (or read from the disk) the concept vectors of every graph of
-    `state`, so that no query of a partition just taken over waits for them."""
+    """Encode (or read from the disk) the concept vectors of the graphs of
+    `state` that its catch-up loaded (at most as many as the cache keeps), so
+    that no query of a partition just taken over waits for them."""
     encoder = optional_encoder() if params.semantic else None
     if encoder is None:
         return
-    for ref in list(state.views):
-        view = state.views.get(ref)
-        if view is not None and state.repo.active_version(ref.graph_id) == ref.version:
+    loaded = state.views.loaded()  # the graphs its catch-up touched; others load (and encode) on use
+    for ref, view in list(loaded.items())[-_VECTORS.max_graphs:]:
+        if state.repo.active_version(ref.graph_id) == ref.version:
             _VECTORS.warm(view, encoder.encode)
 
 
