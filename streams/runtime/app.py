@@ -218,6 +218,8 @@ class Agents:
         for start in range(0, len(batch), APPLY_SLICE):
             if start:
                 await asyncio.sleep(0)
+                if not await self.recovery.wait(partition):
+                    return  # revoked meanwhile
             part = batch[start:start + APPLY_SLICE]
             outcomes, due = worker.on_graph_events(list(part), datetime.now(timezone.utc))
             for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(part, outcomes)).items():
