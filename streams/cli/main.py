@@ -333,7 +333,7 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     except ImportError as exc:
         if not (exc.name or "").startswith("mcp"):
             raise
-        raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install 'emgas[mcp]'") from None
+        raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install -e '.[mcp]' in a clone of emgas") from None
     return serve(settings, args.graph, args.allow, http=args.http, host=args.host, port=args.port)
 
 

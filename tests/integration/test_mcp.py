@@ -184,7 +184,7 @@ def test_help_and_bad_start(tmp_path):
     without_sdk = "import sys; sys.modules['mcp'] = None; from streams.cli.main import main; sys.exit(main(['mcp', '--graph', 'g']))"
     missing = subprocess.run([sys.executable, "-c", without_sdk], env=env, cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
-    assert missing.returncode == 2 and "pip install 'emgas[mcp]'" in missing.stderr, missing.stderr
+    assert missing.returncode == 2 and "pip install -e '.[mcp]' in a clone of emgas" in missing.stderr, missing.stderr
 
 
 @asynccontextmanager
