@@ -19,7 +19,7 @@ from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitche
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
-from emgas.replay.reader import LogRecord
+from emgas.replay.reader import LogReader, LogRecord
 from emgas.replay.rebuild import Progress
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
 from emgas.replay.verify import differences
@@ -58,12 +58,26 @@ async def replay(
     async with log_reader(settings) as reader:
         live: list[DigestReply] = await live_digests(settings, graph_id) if verify else []
         stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
+        if stops is not None and graph_id is None:
+            await _check_every_partition_answered(reader, topic, stops)
         result = await rebuild_dir(
             reader, topic, state_dir, settings.graph, graph_id, selection, stops, from_beginning, progress, on_plan
         )
     if verify:
         result.differences = differences([d for r in live for d in r.graphs], result.digests)
     return result
+
+
+async def _check_every_partition_answered(reader: LogReader, topic: str, stops: dict[int, int]) -> None:
+    """ReplayError unless the live digests cover every partition of the log:
+    a verification of some partitions must not pass for one of all."""
+    in_log = await reader.partitions(topic)
+    unanswered = sorted(set(in_log) - set(stops))
+    if unanswered:
+        raise ReplayError(
+            f"no live digest for partitions {unanswered} of the {len(in_log)} of {topic}: not verified "
+            "(the queries topic must have as many partitions as the log)"
+        )
 
 
 @dataclass
