@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     broker: str | None = None
     """Comma-separated host:port list, `kafka://` prefix optional. Unset: the embedded broker's file (written by
     `emgas broker`) under `home`."""
+    broker_wait_s: float = Field(default=60.0, ge=0, le=3600)
+    """How long `emgas worker` (and `emgas publish --wait`) wait for a broker that is not up yet: for the broker
+    file `emgas broker` writes once Kafka is up, then for a bootstrap server to answer (0: fail at once)."""
     home: Path = Field(default_factory=lambda: Path.home() / ".emgas")
     """Where a machine keeps its state: workers' data, the broker file, `emgas broker`'s Kafka log, replays."""
     data_dir: Path | None = None
@@ -211,6 +214,10 @@ class Settings(BaseSettings):
     """Where `emgas broker --install` puts the pinned Kafka's jars."""
     kafka_heap: str = DEFAULT_HEAP
     """JVM heap options of the real broker `emgas broker` runs."""
+
+    wordnet_dir: Path | None = None
+    """A WordNet 3.0 database directory (WNDB: data.noun, index.noun, ...) for query expansion; unset: Debian's
+    /usr/share/wordnet (`make wordnet`) if present, else queries expand nothing (said once in the log)."""
 
     kafka: KafkaSecurity = KafkaSecurity()
     """Kafka security, passed to every client (EMGAS_KAFKA__*)."""

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from emgas.processors.codec import decode_turn
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
+from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply, StatsReply
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
@@ -85,6 +85,8 @@ class Derivation:
     versions: dict[str, int] = field(default_factory=dict)  # graph -> version derived
     turns: dict[str, int] = field(default_factory=dict)  # graph -> turns re-extracted
     undecodable: int = 0
+    # graph -> (distinct turns the turns topic still holds, turns of the live graph) where fewer
+    short: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def next_versions(live: Iterable[DigestReply]) -> dict[str, int]:
@@ -109,6 +111,7 @@ async def derive_from_turns(
     versions = {} if version is not None else next_versions(await live_digests(settings, graph_id))
     extractor = extractor_id(settings.extraction)
     result = Derivation()
+    found: dict[str, set[str]] = {}
     topic = settings.turns_topic
     async with log_reader(settings) as reader, MemoryClient(settings) as client:
         partitions = await partitions_to_read(reader, topic, graph_id)
@@ -132,11 +135,26 @@ async def derive_from_turns(
                     v = version or versions.setdefault(ingested.graph_id, 1)
                     result.versions[ingested.graph_id] = v
                     result.turns[ingested.graph_id] = result.turns.get(ingested.graph_id, 0) + 1
+                    found.setdefault(ingested.graph_id, set()).add(ingested.turn_id)
                     events.append(ingested.model_copy(update={"graph_version": v}))
                 await client.emit(events)
                 if progress is not None:
                     progress(len(batch))
+        result.short = await _short_of_the_live_graphs(client, {g: len(ids) for g, ids in found.items()})
     return result
+
+
+async def _short_of_the_live_graphs(client: MemoryClient, found: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """graph -> (turns found, turns its live graph holds), where the turns
+    topic holds fewer than the live graph was built from: retention (the
+    broker's, 7 days by default on Kafka) dropped the others, and a version
+    derived from it holds only what is left."""
+    short = {}
+    for graph, count in found.items():
+        reply = await client.stats(graph, top=0)
+        if isinstance(reply, StatsReply) and reply.turns > count:
+            short[graph] = (count, reply.turns)
+    return short
 
 
 async def switch_version(settings: Settings, graph_id: str, version: int, at: datetime) -> Derivation:
