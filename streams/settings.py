@@ -115,8 +115,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     broker: str | None = None
-    """Comma-separated host:port list, `kafka://` prefix optional. Unset: the embedded broker's file (written by
-    `emgas broker`) under `home`."""
+    """Comma-separated host:port list, `kafka://` prefix optional. Unset: the broker file `emgas broker` writes
+    under `home` once its broker is up."""
     broker_wait_s: float = Field(default=60.0, ge=0, le=3600)
     """How long `emgas worker` (and `emgas publish --wait`) wait for a broker that is not up yet: for the broker
     file `emgas broker` writes once Kafka is up, then for a bootstrap server to answer (0: fail at once)."""
@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     extract in the worker's event loop)."""
 
     on_log_reset: Literal["rebase", "rebuild", "stop"] = "rebase"
-    """What a worker does when the log is not the one its state reflects (the embedded broker restarted, a topic
+    """What a worker does when the log is not the one its state reflects (the mock broker restarted, a topic
     recreated, another cluster): rebase: keep the state and append snapshots of its graphs to the new log;
     rebuild: drop the state and fold the new log; stop: exit with an error."""
     snapshot_min_bytes: int = Field(default=1024 * 1024, ge=0)
