@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     """Comma-separated host:port list, `kafka://` prefix optional. Unset: the broker file `emgas broker` writes
     under `home` once its broker is up."""
     broker_wait_s: float = Field(default=60.0, ge=0, le=3600)
-    """How long `emgas worker` (and `emgas publish --wait`) wait for a broker that is not up yet: for the broker
-    file `emgas broker` writes once Kafka is up, then for a bootstrap server to answer (0: fail at once)."""
+    """How long `emgas worker`, `emgas mcp` and `emgas publish --wait` wait for a broker that is not up yet: for the
+    broker file `emgas broker` writes once Kafka is up, then for a bootstrap server to answer (0: fail at once)."""
     home: Path = Field(default_factory=lambda: Path.home() / ".emgas")
     """Where a machine keeps its state: workers' data, the broker file, `emgas broker`'s Kafka log, replays."""
     data_dir: Path | None = None
