@@ -406,6 +406,8 @@ def serve(settings: Settings, graph: str | None, allow: Iterable[str] = (), http
     In stdio mode stdout carries the protocol only: what this says goes to stderr.
     """
     served(graph, allow)
+    if http:  # refused before any wait
+        check_exposure(host, settings.web_token(), "emgas mcp --http")
     # Started beside a starting `emgas broker`, it waits for it (one line on stderr, EMGAS_BROKER_WAIT_S).
     settings = wait_for_broker(settings)
     server = build_server(settings, graph, allow)
