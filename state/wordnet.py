@@ -1,8 +1,8 @@
 """WordNet 3.0 (Princeton) read from its database files, for query expansion.
 
 The files come from Debian's `wordnet-base` (`make wordnet`, or `apt-get
-install wordnet-base`: /usr/share/wordnet) or any WNDB directory named by
-`EMGAS_WORDNET_DIR`. Only what `processors.expansion` reads is kept: each
+install wordnet-base`: /usr/share/wordnet) or any WNDB directory the entry
+point names with `use_directory` (the `wordnet_dir` setting, EMGAS_WORDNET_DIR). Only what `processors.expansion` reads is kept: each
 synset's lemmas and its hypernym, hyponym and derivation pointers, the
 index (lemma -> synsets, most frequent sense first) and the exception
 lists of morphology. Parsing takes about 3 s; the result is cached as a
@@ -50,6 +50,17 @@ def find_dir(configured: str | None = None) -> Path | None:
 
 
 _LOADING = threading.Lock()  # a worker's warm-up thread and its first query may ask at once
+_configured: Path | None = None  # set by the entry point from the settings; None: the default directories
+
+
+def use_directory(directory: Path | None) -> None:
+    """Load this process's WordNet from `directory` (None: the default
+    directories); called once by the entry point, before the first load."""
+    global _configured
+    with _LOADING:
+        if directory != _configured:
+            _configured = directory
+            _default_lexicon.cache_clear()
 
 
 def default_lexicon() -> "WordNet | None":
@@ -60,10 +71,10 @@ def default_lexicon() -> "WordNet | None":
 
 @lru_cache(maxsize=1)
 def _default_lexicon() -> "WordNet | None":
-    """This process's WordNet, loaded on first use: from `EMGAS_WORDNET_DIR`
-    or a default directory, cached under `$XDG_CACHE_HOME/emgas` (~/.cache/emgas).
+    """This process's WordNet, loaded on first use: from the directory given to
+    `use_directory` or a default one, cached under `$XDG_CACHE_HOME/emgas` (~/.cache/emgas).
     None, said once in the log, when there is none: queries then expand nothing."""
-    directory = find_dir(os.environ.get("EMGAS_WORDNET_DIR") or None)
+    directory = find_dir(str(_configured) if _configured else None)
     if directory is None:
         log.warning("no WordNet found (make wordnet, or EMGAS_WORDNET_DIR): query words the graph lacks are not expanded")
         return None

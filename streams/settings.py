@@ -115,8 +115,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
 
     broker: str | None = None
-    """Comma-separated host:port list, `kafka://` prefix optional. Unset: the embedded broker's file (written by
-    `emgas broker`) under `home`."""
+    """Comma-separated host:port list, `kafka://` prefix optional. Unset: the broker file `emgas broker` writes
+    under `home` once its broker is up."""
+    broker_wait_s: float = Field(default=60.0, ge=0, le=3600)
+    """How long `emgas worker`, `emgas mcp` and `emgas publish --wait` wait for a broker that is not up yet: for the
+    broker file `emgas broker` writes once Kafka is up, then for a bootstrap server to answer (0: fail at once)."""
     home: Path = Field(default_factory=lambda: Path.home() / ".emgas")
     """Where a machine keeps its state: workers' data, the broker file, `emgas broker`'s Kafka log, replays."""
     data_dir: Path | None = None
@@ -194,7 +197,7 @@ class Settings(BaseSettings):
     extract in the worker's event loop)."""
 
     on_log_reset: Literal["rebase", "rebuild", "stop"] = "rebase"
-    """What a worker does when the log is not the one its state reflects (the embedded broker restarted, a topic
+    """What a worker does when the log is not the one its state reflects (the mock broker restarted, a topic
     recreated, another cluster): rebase: keep the state and append snapshots of its graphs to the new log;
     rebuild: drop the state and fold the new log; stop: exit with an error."""
     snapshot_min_bytes: int = Field(default=1024 * 1024, ge=0)
@@ -219,6 +222,10 @@ class Settings(BaseSettings):
     word is encoded once per machine and a partition taken over is ready without encoding its graphs again."""
     kafka_heap: str = DEFAULT_HEAP
     """JVM heap options of the real broker `emgas broker` runs."""
+
+    wordnet_dir: Path | None = None
+    """A WordNet 3.0 database directory (WNDB: data.noun, index.noun, ...) for query expansion; unset: Debian's
+    /usr/share/wordnet (`make wordnet`) if present, else queries expand nothing (said once in the log)."""
 
     kafka: KafkaSecurity = KafkaSecurity()
     """Kafka security, passed to every client (EMGAS_KAFKA__*)."""

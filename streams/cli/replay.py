@@ -114,6 +114,10 @@ def _report_derivation(result: Derivation) -> int:
         )
     if result.undecodable:
         print(f"{result.undecodable} undecodable turn(s) skipped (they are in the dead-letter topic)")
+    for graph, (found, live) in sorted(result.short.items()):
+        print(f"warning: graph {graph!r}: the turns topic holds {found} of the {live} turns its live graph was built "
+              f"from (retention dropped the others): version {result.versions[graph]} holds only those {found}; "
+              "do not switch to it unless that is what you want", file=sys.stderr)
     return 0
 
 

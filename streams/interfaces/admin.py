@@ -15,11 +15,11 @@ from typing import Callable, Iterable
 
 from emgas.processors.codec import decode_turn
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply
+from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply, StatsReply
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
-from emgas.replay.reader import LogRecord
+from emgas.replay.reader import LogReader, LogRecord
 from emgas.replay.rebuild import Progress
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
 from emgas.replay.verify import differences
@@ -58,6 +58,8 @@ async def replay(
     async with log_reader(settings) as reader:
         live: list[DigestReply] = await live_digests(settings, graph_id) if verify else []
         stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
+        if stops is not None and graph_id is None:
+            await _check_every_partition_answered(reader, topic, stops)
         result = await rebuild_dir(
             reader, topic, state_dir, settings.graph, graph_id, selection, stops, from_beginning, progress, on_plan
         )
@@ -66,11 +68,25 @@ async def replay(
     return result
 
 
+async def _check_every_partition_answered(reader: LogReader, topic: str, stops: dict[int, int]) -> None:
+    """ReplayError unless the live digests cover every partition of the log:
+    a verification of some partitions must not pass for one of all."""
+    in_log = await reader.partitions(topic)
+    unanswered = sorted(set(in_log) - set(stops))
+    if unanswered:
+        raise ReplayError(
+            f"no live digest for partitions {unanswered} of the {len(in_log)} of {topic}: not verified "
+            "(the queries topic must have as many partitions as the log)"
+        )
+
+
 @dataclass
 class Derivation:
     versions: dict[str, int] = field(default_factory=dict)  # graph -> version derived
     turns: dict[str, int] = field(default_factory=dict)  # graph -> turns re-extracted
     undecodable: int = 0
+    # graph -> (distinct turns the turns topic still holds, turns of the live graph) where fewer
+    short: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def next_versions(live: Iterable[DigestReply]) -> dict[str, int]:
@@ -95,6 +111,7 @@ async def derive_from_turns(
     versions = {} if version is not None else next_versions(await live_digests(settings, graph_id))
     extractor = extractor_id(settings.extraction)
     result = Derivation()
+    found: dict[str, set[str]] = {}
     topic = settings.turns_topic
     async with log_reader(settings) as reader, MemoryClient(settings) as client:
         partitions = await partitions_to_read(reader, topic, graph_id)
@@ -118,11 +135,26 @@ async def derive_from_turns(
                     v = version or versions.setdefault(ingested.graph_id, 1)
                     result.versions[ingested.graph_id] = v
                     result.turns[ingested.graph_id] = result.turns.get(ingested.graph_id, 0) + 1
+                    found.setdefault(ingested.graph_id, set()).add(ingested.turn_id)
                     events.append(ingested.model_copy(update={"graph_version": v}))
                 await client.emit(events)
                 if progress is not None:
                     progress(len(batch))
+        result.short = await _short_of_the_live_graphs(client, {g: len(ids) for g, ids in found.items()})
     return result
+
+
+async def _short_of_the_live_graphs(client: MemoryClient, found: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """graph -> (turns found, turns its live graph holds), where the turns
+    topic holds fewer than the live graph was built from: retention (the
+    broker's, 7 days by default on Kafka) dropped the others, and a version
+    derived from it holds only what is left."""
+    short = {}
+    for graph, count in found.items():
+        reply = await client.stats(graph, top=0)
+        if isinstance(reply, StatsReply) and reply.turns > count:
+            short[graph] = (count, reply.turns)
+    return short
 
 
 async def switch_version(settings: Settings, graph_id: str, version: int, at: datetime) -> Derivation:

@@ -66,6 +66,7 @@ class MemoryClient:
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[str, asyncio.Future[Reply]] = {}
         self._listen_lock = asyncio.Lock()
+        self._warned_partitions = False
 
     async def __aenter__(self) -> "MemoryClient":
         await self.start()
@@ -154,9 +155,32 @@ class MemoryClient:
                 DigestQuery(request_id=uuid.uuid4().hex, reply_to=self.settings.replies_topic),
                 f"partition {p}", timeout_s, partition=p,
             )
-            for p in range(self.settings.partitions)
+            for p in await self.query_partitions()
         ]
         return list(await asyncio.gather(*requests))
+
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions `topic` has, from the broker's metadata."""
+        assert self._producer is not None, "client not started"
+        try:
+            found = await asyncio.wait_for(self._producer.partitions_for(topic), self.settings.query_timeout_s)
+        except (KafkaError, asyncio.TimeoutError):
+            raise BrokerError(f"topic {topic!r} does not exist (has a worker started on this broker?)") from None
+        return len(found)
+
+    async def query_partitions(self) -> list[int]:
+        """Every partition of the queries topic, as its metadata says: a
+        request for every graph must reach them all, whatever this client's
+        `partitions` setting (a disagreeing one is said once, as a warning)."""
+        count = await self.partition_count(self.settings.queries_topic)
+        if count != self.settings.partitions and not self._warned_partitions:
+            self._warned_partitions = True
+            log.warning(
+                "topic %s has %d partitions, not the %d of EMGAS_PARTITIONS: asking all %d "
+                "(set EMGAS_PARTITIONS=%d to match)",
+                self.settings.queries_topic, count, self.settings.partitions, count, count,
+            )
+        return list(range(count))
 
     async def append_event(self, event: ContentEvent | SnapshotStarted) -> tuple[int, int]:
         """Append one graph event keyed by its graph; its (partition, offset) once acknowledged."""

@@ -40,6 +40,7 @@ from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, Request
 from emgas.streams.http_auth import asgi_guard, check_exposure
 from emgas.streams.interfaces.memory import AsyncMemory, MemoryApiError, empty_note
 from emgas.streams.settings import Settings
+from emgas.streams.kafka.discovery import wait_for_broker
 
 log = logging.getLogger("emgas.mcp")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -195,11 +196,17 @@ class GraphStats(BaseModel):
     top_concepts: list[TopConcept] = Field(description="most mentioned first")
 
 
-def build_server(settings: Settings, graph: str | None = None, allow: Iterable[str] = ()) -> "_MemoryServer":
-    """The MCP server: its tools, and a lifespan holding one memory client."""
+def served(graph: str | None, allow: Iterable[str]) -> Access:
+    """What the server serves; ConfigError if that is nothing."""
     access = Access(graph, tuple(allow))
     if access.default is None and not access.allow:
         raise ConfigError("give --graph G (the graph served) and/or --allow PATTERN (graphs a call may name)")
+    return access
+
+
+def build_server(settings: Settings, graph: str | None = None, allow: Iterable[str] = ()) -> "_MemoryServer":
+    """The MCP server: its tools, and a lifespan holding one memory client."""
+    access = served(graph, allow)
     memory = AsyncMemory(settings=settings)  # resolves the broker now: a missing one fails before serving
 
     @asynccontextmanager
@@ -398,6 +405,11 @@ def serve(settings: Settings, graph: str | None, allow: Iterable[str] = (), http
 
     In stdio mode stdout carries the protocol only: what this says goes to stderr.
     """
+    served(graph, allow)
+    if http:  # refused before any wait
+        check_exposure(host, settings.web_token(), "emgas mcp --http")
+    # Started beside a starting `emgas broker`, it waits for it (one line on stderr, EMGAS_BROKER_WAIT_S).
+    settings = wait_for_broker(settings)
     server = build_server(settings, graph, allow)
     policy = "graphs served: " + Access(graph, tuple(allow)).served()
     try:

@@ -124,6 +124,41 @@ def _turns(messages: str | Iterable[Any], graph: str, speaker: str, session: str
     return turns
 
 
+async def _ask_passages(
+    client: MemoryClient, graph: str, turn_ids: list[str], prefix: str | None = None, timeout_s: float | None = None,
+) -> PassagesReply | None:
+    """The reply, or None while the graph does not exist yet (its first turn in flight)."""
+    try:
+        return _checked(await client.passages(graph, turn_ids, prefix, timeout_s), PassagesReply)
+    except MemoryApiError as err:
+        if err.code == "graph_not_found":
+            return None
+        raise
+
+
+async def wait_applied(client: MemoryClient, graph: str, turn_ids: list[str], wait_s: float) -> None:
+    """Return once `graph` holds every one of `turn_ids`; MemoryApiError
+    `not_applied` if it does not within `wait_s` (a worker down or still
+    starting, or a turn sent to the dead-letter topic). A query no worker
+    answers yet is asked again until then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    waiting = list(turn_ids)
+    while waiting:
+        remaining = deadline - loop.time()
+        try:
+            reply = await _ask_passages(client, graph, waiting, timeout_s=max(0.1, min(remaining, client.settings.query_timeout_s)))
+        except QueryTimeout:
+            reply = None
+        waiting = list(reply.missing) if reply is not None else waiting
+        if not waiting:
+            return
+        if loop.time() > deadline:
+            raise MemoryApiError("not_applied", f"turns {waiting} of graph {graph!r} not applied within "
+                              f"{wait_s:g} s (is a worker running? see emgas.dlq)")
+        await asyncio.sleep(POLL_S)
+
+
 class AsyncMemory:
     """Use as `async with AsyncMemory(graph="alice") as memory: ...`."""
 
@@ -164,26 +199,11 @@ class AsyncMemory:
         return ids
 
     async def _applied(self, graph: str, turn_ids: list[str]) -> None:
-        deadline = asyncio.get_running_loop().time() + self.wait_s
-        waiting = list(turn_ids)
-        while waiting:
-            reply = await self._ask_passages(graph, waiting)
-            waiting = list(reply.missing) if reply is not None else waiting
-            if not waiting:
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                raise MemoryApiError("not_applied", f"turns {waiting} of graph {graph!r} not applied within "
-                                  f"{self.wait_s:g} s (is a worker running? see emgas.dlq)")
-            await asyncio.sleep(POLL_S)
+        await wait_applied(self._client, graph, turn_ids, self.wait_s)
 
     async def _ask_passages(self, graph: str, turn_ids: list[str], prefix: str | None = None) -> PassagesReply | None:
         """The reply, or None while the graph does not exist yet (its first turn in flight)."""
-        try:
-            return _checked(await self._client.passages(graph, turn_ids, prefix), PassagesReply)
-        except MemoryApiError as err:
-            if err.code == "graph_not_found":
-                return None
-            raise
+        return await _ask_passages(self._client, graph, turn_ids, prefix)
 
     async def search(self, query: str, k: int = 5, *, graph: str | None = None, reinforce: bool = True) -> SearchResult:
         """The `k` passages the query's concepts activate most (a retrieval

@@ -15,9 +15,9 @@ from aiokafka.errors import (
     for_code,
 )
 
-from emgas.streams.errors import BrokerError
+from emgas.streams.errors import BrokerError, ConfigError
 from emgas.streams.kafka.security import connection_reasons, unreachable
-from emgas.streams.settings import Settings
+from emgas.streams.settings import Settings, TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ async def ensure_topics(settings: Settings) -> bool:
     try:
         existing = set(await admin.list_topics())
         missing = [t for t in settings.topics() if t.name not in existing]
+        await _check_partitions(admin, settings, [t for t in settings.topics() if t.name in existing])
         if missing:
             await _create(admin, settings, missing)
         # Checked even when it was just created: another worker or tool may have
@@ -97,6 +98,23 @@ def is_mock(cluster: dict) -> bool:
     """Whether a described cluster is librdkafka's mock: it names itself
     "mockCluster<hex>" (rd_kafka_mock_cluster_new)."""
     return str(cluster.get("cluster_id") or "").startswith("mockCluster")
+
+
+async def _check_partitions(admin: AIOKafkaAdminClient, settings: Settings, existing: list[TopicSpec]) -> None:
+    """ConfigError if an existing graph-events or queries topic has another
+    partition count than `settings.partitions`: a worker then would answer
+    the queries of only some partitions (a topic's count is fixed when it
+    is created, by whoever creates it first)."""
+    wanted = {t.name: t.partitions for t in existing if t.name in (settings.graph_events_topic, settings.queries_topic)}
+    if not wanted:
+        return
+    for topic in await admin.describe_topics(list(wanted)):
+        name, count = topic["topic"], len(topic["partitions"])
+        if not topic["error_code"] and count and count != wanted[name]:
+            raise ConfigError(
+                f"topic {name} has {count} partitions, not the {wanted[name]} of EMGAS_PARTITIONS: "
+                f"set EMGAS_PARTITIONS={count} for every worker and client of this broker"
+            )
 
 
 async def _create(admin: AIOKafkaAdminClient, settings: Settings, missing: list) -> None:

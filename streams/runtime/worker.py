@@ -14,6 +14,7 @@ from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
 from emgas.streams.logs import logging_config, quiet_transient_kafka_errors
+from emgas.streams.kafka.discovery import wait_for_broker
 from emgas.streams.kafka.topics import ensure_topics
 
 
@@ -51,6 +52,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOO
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done. `hooks`:
     test-only faults (tests/support/hooked_worker.py); `emgas worker` sets none."""
     check_can_start(settings)
+    settings = wait_for_broker(settings)
     quiet_transient_kafka_errors()
     on_mock = asyncio.run(ensure_topics(settings))
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})

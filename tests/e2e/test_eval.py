@@ -86,7 +86,7 @@ def _dense_installed() -> bool:
     return dense.available()
 
 
-@pytest.mark.skipif(not _dense_installed(), reason="the dense baseline needs the extra: pip install 'emgas[dense]'")
+@pytest.mark.skipif(not _dense_installed(), reason="the dense baseline needs the extra: pip install -e '.[dense]' in a clone of emgas")
 def test_dense_baseline_and_its_hybrid_with_emgas(tmp_path):
     figures = run_eval(tmp_path, "--retriever", "dense", "--retriever", "emgas+dense", "--retriever", "bm25")
     for name in ("dense", "emgas+dense"):
@@ -99,7 +99,7 @@ def test_dense_baseline_and_its_hybrid_with_emgas(tmp_path):
 
 def test_dense_vectors_are_normalised_and_similar_texts_are_near():
     if not _dense_installed():
-        pytest.skip("the dense baseline needs the extra: pip install 'emgas[dense]'")
+        pytest.skip("the dense baseline needs the extra: pip install -e '.[dense]' in a clone of emgas")
     from emgas.tools.dense import DenseIndex
 
     index = DenseIndex([("dogs", "I love puppies"), ("stocks", "The stock market fell")])

@@ -1,4 +1,4 @@
-"""Memory dynamics on the embedded broker: ticks, pruning, consolidation and
+"""Memory dynamics on Apache Kafka: ticks, pruning, consolidation and
 reinforcement are events in the log, and replaying the log gives the live graphs."""
 
 import asyncio

@@ -1,4 +1,4 @@
-"""Faults on the embedded broker: the broker goes down and comes back in the
+"""Faults on Apache Kafka (one node): the broker goes down and comes back in the
 middle of ingestion; a worker joining the group is killed or stopped in the
 middle of the rebalance, while turns keep coming. Afterwards every turn is
 applied once and the live graphs equal a replay of the log. (A worker

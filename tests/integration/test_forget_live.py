@@ -1,4 +1,4 @@
-"""Forgetting on the embedded broker, through `emgas forget`: live, after a
+"""Forgetting on Apache Kafka, through `emgas forget`: live, after a
 re-sent turn, and in a replay of the log."""
 
 import json

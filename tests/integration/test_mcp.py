@@ -171,7 +171,7 @@ def test_without_a_default_graph_calls_must_name_one(pipeline, tmp_path):
 
 def test_help_and_bad_start(tmp_path):
     """`emgas mcp --help` works; a server that would serve nothing, has no broker or no SDK says so in one line."""
-    env = {**os.environ, "EMGAS_HOME": str(tmp_path)}
+    env = {**os.environ, "EMGAS_HOME": str(tmp_path), "EMGAS_BROKER_WAIT_S": "0"}  # no broker starting: no wait
     env.pop("EMGAS_BROKER", None)
     run = [sys.executable, "-m", "emgas", "mcp"]
     shown = subprocess.run([*run, "--help"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -184,7 +184,7 @@ def test_help_and_bad_start(tmp_path):
     without_sdk = "import sys; sys.modules['mcp'] = None; from streams.cli.main import main; sys.exit(main(['mcp', '--graph', 'g']))"
     missing = subprocess.run([sys.executable, "-c", without_sdk], env=env, cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
-    assert missing.returncode == 2 and "pip install 'emgas[mcp]'" in missing.stderr, missing.stderr
+    assert missing.returncode == 2 and "pip install -e '.[mcp]' in a clone of emgas" in missing.stderr, missing.stderr
 
 
 @asynccontextmanager

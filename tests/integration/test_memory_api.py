@@ -1,4 +1,4 @@
-"""The agent-facing API (`streams.interfaces.memory`) against a live worker on the embedded broker."""
+"""The agent-facing API (`streams.interfaces.memory`) against a live worker on Apache Kafka."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Replay on the embedded broker: every graph is a function of the log.
+"""Replay on Apache Kafka: every graph is a function of the log.
 
 The same turns are ingested one at a time, in large batches, twice over,
 and on 1 and 3 partitions (2 workers: test_rebalance.py; a crash:

@@ -13,7 +13,7 @@ from emgas.processors.graph import GraphParams
 from emgas.processors.topics import TopicParams, propagate_labels, topics_of
 from emgas.tools.driver import LocalLog
 from emgas.streams.kafka import topics as kafka_topics
-from emgas.streams.errors import BrokerError
+from emgas.streams.errors import BrokerError, ConfigError
 from emgas.streams.settings import Settings
 from tests.support.factories import ingested
 
@@ -123,8 +123,10 @@ class FakeAdmin:
     """What ensure_topics asks of aiokafka's admin client, answered like a
     real Kafka (or like the mock cluster, with `mock=True`)."""
 
-    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None, unknown_for=0, error=3):
+    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None, unknown_for=0, error=3, partitions=None):
         self.existing, self.retention_ms, self.mock, self.refuse = list(existing), retention_ms, mock, refuse
+        # topic -> partition count of the existing topics (default: as SETTINGS would create them)
+        self.partitions = {t.name: t.partitions for t in SETTINGS.topics()} | (partitions or {})
         self.created = []
         # The first `unknown_for` DescribeConfigs answer `error` (3: unknown
         # topic, as a broker whose metadata has not caught up yet answers).
@@ -145,6 +147,10 @@ class FakeAdmin:
     async def describe_cluster(self):
         return {"brokers": [{"node_id": 1}], "controller_id": 0 if self.mock else 1,
                 "cluster_id": "mockCluster1a2b3c" if self.mock else "q1Sh-9_ISia_zwGINzRvyQ"}
+
+    async def describe_topics(self, topics):
+        return [{"error_code": 0, "topic": name, "is_internal": False,
+                 "partitions": [{"partition": p} for p in range(self.partitions[name])]} for name in topics]
 
     async def create_topics(self, new_topics):
         self.created += new_topics
@@ -243,3 +249,19 @@ def test_the_mock_is_known_by_its_cluster_id(cluster, mock):
 def test_the_fetch_wait_is_the_setting_else_the_brokers(setting, on_mock, wait_ms):
     assert Settings(fetch_max_wait_ms=setting).fetch_wait_ms(on_mock) == wait_ms
     assert Settings(fetch_max_wait_ms=setting).fetch_wait_ms() == (setting or 10)  # not asked: the mock's
+
+
+@pytest.mark.parametrize("partitions, refused", [
+    ({"emgas.graph-events": 12, "emgas.queries": 12}, True),  # a broker made for 12, a worker set for 8
+    ({"emgas.queries": 4}, True),
+    ({"emgas.turns": 3, "emgas.replies": 2}, False),  # their counts need not match the setting
+    ({}, False),
+])
+async def test_a_worker_refuses_a_log_of_another_partition_count(monkeypatch, partitions, refused):
+    names = [t.name for t in SETTINGS.topics()]
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, partitions=partitions))
+    if refused:
+        with pytest.raises(ConfigError, match=r"partitions, not the 8 of EMGAS_PARTITIONS: set EMGAS_PARTITIONS="):
+            await kafka_topics.ensure_topics(SETTINGS)
+    else:
+        await kafka_topics.ensure_topics(SETTINGS)
