@@ -58,6 +58,7 @@ class SoakOptions:
     recovery_timeout_s: float = 120.0
     drain_timeout_s: float = 180.0  # at the end, for every acknowledged turn to be applied
     partitions: int = 8
+    every_kind: bool = False  # go on past duration_s until every kind of fault was done once
     worker_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -93,6 +94,7 @@ class Soak:
         self.faults: list[FaultRecord] = []
         self.bad: list[BadRecord] = []
         self.rss: dict[str, list[list[float]]] = {name: [] for name in names}
+        self.load_s = 0.0
         self.starts: list[list[Any]] = []  # [seconds, worker, pid] of every worker start after the first
 
     def clock(self) -> float:
@@ -101,8 +103,10 @@ class Soak:
     async def run(self) -> dict[str, Any]:
         o = self.options
         turns = interleaved(conversations(int(o.rate * o.duration_s) + o.graphs, Shape(graphs=o.graphs, seed=o.seed)))
-        schedule = plan(o.seed, o.duration_s, o.fault_every_s, self.names, len(self.fleet.cluster.nodes), o.stall_s,
-                        o.first_fault_s)
+        first = o.fault_every_s if o.first_fault_s is None else o.first_fault_s
+        planned_until = max(o.duration_s, first + o.fault_every_s * len(KINDS)) if o.every_kind else o.duration_s
+        schedule = plan(o.seed, planned_until, o.fault_every_s, self.names, len(self.fleet.cluster.nodes), o.stall_s,
+                        first)
         kafka = producer(self.settings)
         await kafka.start()
         try:
@@ -132,7 +136,10 @@ class Soak:
         faults = asyncio.create_task(self._faults(client, kafka, publisher, schedule))
         try:
             await asyncio.sleep(self.options.duration_s)
+            while self._kinds_owed() and not faults.done():
+                await asyncio.sleep(0.5)
             stop.set()
+            self.load_s = self.clock()
             await faults  # a fault under way is finished, and recovered from
             await asyncio.gather(*tasks[:2])  # each user's last query answered, or its attempt over
             await publisher.settle(60)
@@ -163,7 +170,7 @@ class Soak:
             wait = fault.at_s - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if self.clock() >= self.options.duration_s:
+            if self.clock() >= self.options.duration_s and not self._kinds_owed():
                 return  # the load is over: the faults planned past it are not done
             record = FaultRecord(fault.kind, target(fault), self.clock())
             self.faults.append(record)
@@ -176,6 +183,9 @@ class Soak:
                 await asyncio.to_thread(act, self.fleet, fault, record)
             record.done_s = self.clock()
             record.recovered_s = await self._recovered(client)
+
+    def _kinds_owed(self) -> bool:
+        return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
 
     async def _recovered(self, client: MemoryClient) -> float | None:
         """When every worker is ready and every partition answers a digest query (None: not within the timeout)."""
@@ -246,6 +256,7 @@ class Soak:
             "duration_s": o.duration_s, "rate_turns_per_s": o.rate, "queries_per_s": o.queries_per_s,
             "graphs": o.graphs, "workers": o.workers, "brokers": len(self.fleet.cluster.nodes),
             "fault_every_s": o.fault_every_s, "seed": o.seed, "query_timeout_s": o.query_timeout_s,
+            "load_s": round(self.load_s, 1),
         }
         figures.update(reconcile(records))
         failures = figures["failures"]
@@ -292,6 +303,8 @@ def query_figures(attempts: list[Attempt], asks: list[tuple[str, float, float | 
         out[f"query_attempts_{name}"] = len(chosen)
     waits = [(end if end is not None else now) - first for _, first, end in asks]
     out["longest_unanswered_s"] = round(max(waits), 2) if waits else None
+    out["unanswered_outside_faults"] = [[round(a.sent_s, 1), round(a.took_s, 2), a.outcome] for a in attempts
+                                        if a.outcome != "answered" and not in_any(a.sent_s, windows)][:100]
     return out
 
 
