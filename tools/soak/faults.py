@@ -96,11 +96,11 @@ def act(fleet: Fleet, fault: Planned, record: FaultRecord) -> None:
         record.details["pid"] = fleet.start_worker(fault.worker)
     elif fault.kind == "worker_sigterm":
         started = time.monotonic()
-        fleet.stop_worker(fault.worker)
+        record.details["exit_status"] = fleet.stop_worker(fault.worker)
         record.details["stop_s"] = round(time.monotonic() - started, 2)
         record.details["pid"] = fleet.start_worker(fault.worker)
     elif fault.kind == "worker_wipe":
-        fleet.stop_worker(fault.worker)
+        record.details["exit_status"] = fleet.stop_worker(fault.worker)
         fleet.wipe_worker(fault.worker)
         record.details["pid"] = fleet.start_worker(fault.worker)
     elif fault.kind == "leader_sigkill":

@@ -59,9 +59,11 @@ class Fleet:
         worker.send_signal(signal.SIGKILL)
         worker.wait()
 
-    def stop_worker(self, name: str) -> None:
-        """SIGTERM: the worker hands its partitions over, then ends."""
-        stop_worker(self.workers.pop(name), timeout_s=60)
+    def stop_worker(self, name: str) -> int | None:
+        """SIGTERM: the worker hands its partitions over, then ends; its exit status."""
+        worker = self.workers.pop(name)
+        stop_worker(worker, timeout_s=60)
+        return worker.returncode
 
     def wipe_worker(self, name: str) -> None:
         """Remove the (stopped) worker's state directory: it rebuilds from snapshots and the log."""

@@ -136,7 +136,7 @@ def _dead_letters(records: SoakRecords, failures: list[str]) -> dict[str, Any]:
     return {
         "bad_records_sent": len(records.bad_sent),
         "bad_records_acknowledged": len(sent),
-        "bad_records_dead_lettered": sum(1 for b in sent if found[(b.partition, b.offset)] == 1
+        "bad_records_dead_lettered": sum(1 for b in sent if found[(b.partition, b.offset)]
                                          and reasons[(b.partition, b.offset)] == b.reason),
         "bad_records_by_kind": dict(Counter(b.kind for b in sent)),
         "dead_letters_repeated": len(repeated),

@@ -33,9 +33,10 @@ from emgas.tools.harness import percentile, wait_for_turns, wait_for_workers
 from emgas.tools.soak.faults import KINDS, FaultRecord, Planned, act, plan, target
 from emgas.tools.soak.fleet import Fleet
 from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, SoakRecords, reconcile
-from emgas.tools.soak.traffic import Asker, Publisher, bad_records, interleaved, producer, send_bad
+from emgas.tools.soak.traffic import Asker, Publisher, bad_records, committed_past, interleaved, producer, send_bad
 from emgas.tools.synthetic import Shape, conversations
 
+WARM_S = 15.0  # a worker started during the soak: its RSS is compared from this long after its start
 PASSAGES_ASKED = 300  # turn ids per passage query at the end (a reply stays far below Kafka's 1 MiB)
 
 
@@ -179,6 +180,7 @@ class Soak:
                 sent = await send_bad(self.settings, kafka, burst)
                 self.bad.extend(sent)
                 record.details["sent"] = len(sent)
+                record.details["committed"] = await committed_past(self.settings, sent, self.options.recovery_timeout_s)
             else:
                 await asyncio.to_thread(act, self.fleet, fault, record)
             record.done_s = self.clock()
@@ -188,13 +190,15 @@ class Soak:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
 
     async def _recovered(self, client: MemoryClient) -> float | None:
-        """When every worker is ready and every partition answers a digest query (None: not within the timeout)."""
+        """When every worker is ready and every partition answers a digest query, the
+        partitions spread over every worker (None: not within the timeout)."""
         deadline = time.monotonic() + self.options.recovery_timeout_s
         while time.monotonic() < deadline:
             if await asyncio.to_thread(self.fleet.workers_ready):
                 try:
-                    await client.digests(timeout_s=3)
-                    return self.clock()
+                    replies = await client.digests(timeout_s=3)
+                    if {getattr(r, "worker", None) for r in replies} == set(self.names):
+                        return self.clock()
                 except QueryTimeout:
                     pass
             await asyncio.sleep(0.2)
@@ -322,13 +326,16 @@ def fault_figures(fault: FaultRecord, asks: list[tuple[str, float, float | None]
     }
 
 
-def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]]) -> dict[str, Any]:
-    """Per worker: the longest stretch one process ran, and its RSS early in it, at its peak and at its end."""
+def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]], warm_s: float = WARM_S) -> dict[str, Any]:
+    """Per worker: the longest stretch one process ran, and its RSS `warm_s` into it
+    (its first sample for the first process, started and warmed up before the load),
+    at its peak and at its end."""
     out = {}
     for name, samples in rss.items():
         cuts = [0.0, *sorted(s[0] for s in starts if s[1] == name), float("inf")]
         stretches = [[s for s in samples if a <= s[0] < b] for a, b in zip(cuts, cuts[1:])]
-        longest = max(stretches, key=lambda s: (s[-1][0] - s[0][0]) if s else -1)
+        warm = [[s for s in stretch if s[0] >= cut + (warm_s if cut > 0 else 0)] for cut, stretch in zip(cuts, stretches)]
+        longest = max(warm, key=lambda s: (s[-1][0] - s[0][0]) if s else -1)
         if len(longest) < 2:
             continue
         out[name] = {"from_s": longest[0][0], "to_s": longest[-1][0], "first_mib": longest[0][1],

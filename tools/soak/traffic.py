@@ -118,7 +118,7 @@ def bad_records(graphs: list[str], per_kind: int, now: Callable[[], str]) -> lis
 
     kinds = [
         ("invalid_json", "not_json", lambda: b'{"graph_id": "soak-bad",'),
-        ("oversized", "text_too_long", lambda: turn(text="x" * (MAX_TEXT_BYTES + 1))),
+        ("oversized", "text_too_long", lambda: turn(text="é" * (MAX_TEXT_BYTES // 2 + 1))),  # under the length, over the bytes
         ("graph_id_too_long", "invalid_fields", lambda: turn(graph_id="g" * 257)),
         ("timestamp_in_future", "timestamp_out_of_range", lambda: turn(timestamp="2099-01-01T00:00:00Z")),
     ]
@@ -198,3 +198,31 @@ class Asker:
         if isinstance(reply, ErrorReply):
             return f"refused:{reply.code}"
         return f"error:unexpected {reply.type}"
+
+
+async def committed_past(settings: Settings, sent: list[BadRecord], timeout_s: float) -> bool:
+    """Until the workers' group has committed the turns topic past every record of `sent`
+    (their dead letters are then written for good: a worker stopping later does not
+    read them again); False if not within `timeout_s`."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    due = {}
+    for bad in sent:
+        if bad.partition is not None and bad.offset is not None:
+            due[bad.partition] = max(due.get(bad.partition, -1), bad.offset)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers(), group_id=settings.app_id,
+                                enable_auto_commit=False, **settings.kafka_options())
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                offsets = {p: await consumer.committed(TopicPartition(settings.turns_topic, p)) for p in due}
+            except Exception:  # noqa: BLE001 - the coordinator moving (a broker fault): ask again
+                offsets = {}
+            if offsets and all((offsets[p] or 0) > last for p, last in due.items()):
+                return True
+            await asyncio.sleep(0.5)
+        return False
+    finally:
+        await consumer.stop()
