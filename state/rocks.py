@@ -5,21 +5,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Sequence, cast
 
-from rocksdict import BlockBasedOptions, Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
 
 from emgas.state.errors import StoreClosed, StoreUnavailable
 from emgas.state.store import Batch, PartitionStore
 
 
+# One memory budget for every store a process opens (a worker opens one per
+# partition it holds). With RocksDB's defaults each store had its own 64 MiB
+# memtable (two while one flushes) and its own block cache, so a worker's
+# resident memory grew with every write until each of its partitions had
+# filled a memtable: about 7 MiB per 1,000 turns, past 1 GiB for 8 partitions.
+# The write buffer manager flushes the store being written when the
+# memtables of all of them together near MEMTABLE_BUDGET_BYTES.
+MEMTABLE_BUDGET_BYTES = 64 * 2**20
+MEMTABLE_BYTES = 16 * 2**20  # one store's memtable, at most
+BLOCK_CACHE_BYTES = 64 * 2**20  # data blocks read, shared by every store
+_shared: tuple[Cache, WriteBufferManager] | None = None
+
+
+def _memory() -> tuple[Cache, WriteBufferManager]:
+    global _shared
+    if _shared is None:
+        _shared = Cache(BLOCK_CACHE_BYTES), WriteBufferManager(MEMTABLE_BUDGET_BYTES, False)
+    return _shared
+
+
 class RocksStore(PartitionStore):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        cache, memtables = _memory()
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        options.set_write_buffer_size(MEMTABLE_BYTES)
+        options.set_write_buffer_manager(memtables)
         # A turn looks up every pair of its concepts, most of them new: bloom
         # filters answer "not here" without reading a block.
         table = BlockBasedOptions()
         table.set_bloom_filter(10, False)
+        table.set_block_cache(cache)
         options.set_block_based_table_factory(table)
         try:
             self._db: Rdict | None = Rdict(str(path), options)

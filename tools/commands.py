@@ -1,4 +1,4 @@
-"""The tool commands of `emgas`: the demo, benchmarks, evaluation, load test and simulation.
+"""The tool commands of `emgas`: the demo, benchmarks, evaluation, load test, soak and simulation.
 
 This is the registration table the CLI reads (`streams.cli.main` finds
 `COMMANDS` here by module name when the tools are present: a checkout of
@@ -80,6 +80,23 @@ def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if figures["ok"] else 1
 
 
+def _soak(settings: Settings, args: argparse.Namespace) -> int:
+    """0 when the reconciliation found nothing wrong; 1 otherwise (each failure printed)."""
+    from emgas.tools.soak import SoakOptions, print_figures, run_soak
+
+    options = SoakOptions(
+        duration_s=args.duration, rate=args.rate, queries_per_s=args.queries_per_s, query_users=args.query_users,
+        graphs=args.graphs,
+        workers=args.workers, fault_every_s=args.fault_every, seed=args.seed, query_timeout_s=args.query_timeout,
+        stall_s=(args.stall_min, args.stall_max),
+    )
+    figures = run_soak(settings, options, keep=args.keep)
+    print_figures(figures)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(figures, indent=2))
+    return 0 if figures["ok"] else 1
+
+
 def _simulate(settings: Settings, args: argparse.Namespace) -> int:
     from emgas.tools.simulation import Stream, compare, format_samples
 
@@ -126,6 +143,22 @@ COMMANDS: tuple[Command, ...] = (
         arg("--queries-per-s", type=float, default=20.0),
         arg("--duration", type=float, default=20.0, help="seconds of load (it stops by itself)"),
         arg("--graphs", type=int, default=50),
+        arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
+    )),
+    Command("soak", "faults under load: three Kafka nodes, a group of workers, turns and queries at steady rates, "
+            "workers and brokers killed, stalled and restarted, bad records; then a reconciliation that can fail", _soak, (
+        arg("--duration", type=float, default=300.0, help="seconds of load and faults (it stops by itself)"),
+        arg("--rate", type=float, default=100.0, help="turns offered a second"),
+        arg("--queries-per-s", type=float, default=4.0, help="queries a second, while they are answered quickly"),
+        arg("--query-users", type=int, default=4, help="concurrent askers, one query at a time each (retried until answered)"),
+        arg("--graphs", type=int, default=50),
+        arg("--workers", type=int, default=2, choices=[2, 3]),
+        arg("--fault-every", type=float, default=30.0, help="seconds between the starts of two faults (at the least)"),
+        arg("--seed", type=int, default=1, help="draws the faults' order, targets and stalls, and the turns"),
+        arg("--query-timeout", type=float, default=5.0, help="seconds a query attempt waits for its reply"),
+        arg("--stall-min", type=float, default=10.0, help="a SIGSTOPped broker's shortest stall, seconds"),
+        arg("--stall-max", type=float, default=20.0, help="its longest"),
+        arg("--keep", type=Path, help="keep the cluster's logs and the workers' output in this new directory"),
         arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
     )),
     Command("simulate", "graph size under a drifting synthetic stream, with and without forgetting", _simulate, (
