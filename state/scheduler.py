@@ -74,6 +74,26 @@ class Scheduler:
                 self._consolidated[ref] = at
         return events
 
+    def windows_entered(self, before: datetime | None, times: list[datetime]) -> list[datetime]:
+        """The clocks, in order, at which a graph whose clock was `before`
+        enters a new decay or consolidation window as turns of event times
+        `times` are applied one by one (the clock is their running maximum):
+        the clocks `due` is asked at when a batch is applied at once, so a
+        batch crossing several windows ticks each, as turn by turn would."""
+        entered: list[datetime] = []
+        clock = before
+        for at in times:
+            if clock is not None and at <= clock:
+                continue
+            if clock is None or self._windows(at) != self._windows(clock):
+                entered.append(at)
+            clock = at
+        return entered
+
+    def _windows(self, clock: datetime) -> tuple[datetime | None, datetime | None]:
+        window, every = self.params.window_s, self.params.consolidate_every_s
+        return (window_start(clock, window) if window > 0 else None, window_start(clock, every) if every > 0 else None)
+
     def idle_due(self, state: PartitionState, wall: datetime) -> list[GraphEvent]:
         """Ticks for graphs whose last turn was applied at least a window ago (wall time)."""
         events: list[GraphEvent] = []

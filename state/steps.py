@@ -28,8 +28,8 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.errors import QueryError
 from emgas.processors.codec import encode
 from emgas.processors.events import (
-    LOG_EVENTS, ActivationQuery, DigestQuery, DigestReply, ErrorReply, GraphEvent, GraphVersionSwitched, PassageQuery,
-    Reply, SnapshotStarted, StatsQuery,
+    LOG_EVENTS, ActivationQuery, ContentEvent, DigestQuery, DigestReply, ErrorReply, GraphEvent, GraphVersionSwitched,
+    PassageQuery, Reply, SnapshotStarted, StatsQuery, TurnIngested,
 )
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams, GraphRef
@@ -95,22 +95,38 @@ class PartitionWorker:
         it is not taken here: apply it with `on_graph_event`."""
         if any(isinstance(event, SnapshotStarted) for event, _, _ in batch):
             raise ValueError("a snapshot request is applied alone (on_graph_event), to be served as of its offset")
+        refs: dict[tuple[str, int | None], GraphRef] = {}
+        before: dict[GraphRef, datetime | None] = {}  # each graph's clock before the batch
+        for event, _, _ in batch:
+            if isinstance(event, TurnIngested):
+                ref = self._ref(event, refs)
+                if ref not in before:
+                    before[ref] = self.state.repo.meta(ref).clock
         outcomes = self.state.apply_batch(batch)
         due: list[GraphEvent] = []
-        refs: dict[tuple[str, int | None], GraphRef] = {}
+        times: dict[GraphRef, list[datetime]] = {}
         for (event, offset, raw), outcome in zip(batch, outcomes):
             size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
             due += self.snapshots.after(self.state, event, offset, outcome, size, wall)
             if isinstance(event, LOG_EVENTS):
                 continue
-            version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
-            ref = refs.get((event.graph_id, version))
-            if ref is None:
-                ref = refs[(event.graph_id, version)] = self.state.ref_of(event)
+            ref = self._ref(event, refs)
             self.scheduler.applied(event, ref, wall)
+            if isinstance(event, TurnIngested) and outcome is Outcome.APPLIED:
+                times.setdefault(ref, []).append(event.timestamp)
         for ref in dict.fromkeys(refs.values()):
+            for clock in self.scheduler.windows_entered(before.get(ref), times.get(ref, [])):
+                due += self.scheduler.due(self.state, ref, clock)
             due += self.scheduler.due(self.state, ref)
         return outcomes, due
+
+    def _ref(self, event: ContentEvent, refs: dict[tuple[str, int | None], GraphRef]) -> GraphRef:
+        """The graph version `event` applies to, looked up once per batch."""
+        version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
+        ref = refs.get((event.graph_id, version))
+        if ref is None:
+            ref = refs[(event.graph_id, version)] = self.state.ref_of(event)
+        return ref
 
     def serve_snapshots(self) -> list[GraphEvent]:
         """The parts of the snapshots requested by the events just applied (reads only)."""

@@ -101,3 +101,31 @@ def test_passages_by_turn_id_prefix():
     assert [p.turn_id for p in reply.passages] == ["note#r1", "note#r2"] and reply.missing == ()
     with pytest.raises(ValueError):
         PassageQuery(request_id="p", graph_id="g")
+
+
+HOURLY = GraphParams(window_s=3600, consolidate_every_s=DAY_S)
+
+
+@pytest.mark.parametrize("minutes", [
+    [0, 30, 90, 200, 200, 1500, 3000],  # several windows and a day crossed
+    [0, 3000, 30, 90],  # an old turn after a newer one: it opens no window
+    [10, 20, 40],  # one window: nothing due
+])
+def test_a_batch_makes_due_the_ticks_of_every_window_its_turns_enter(minutes):
+    """A batch of turns applied at once asks for the ticks each window its
+    turns enter, as applying them one by one would (their lists are decided
+    on the state after the batch)."""
+    turns = [ingested("g", f"t{k}", {"kafka": 0.8, "lag": 0.5}, minute=m) for k, m in enumerate(minutes)]
+    one_by_one, batched = worker(HOURLY), worker(HOURLY)
+    expected = [e for offset, turn in enumerate(turns) for e in one_by_one.on_graph_event(turn, offset, WALL)[1]]
+    outcomes, due = batched.on_graph_events([(turn, offset, None) for offset, turn in enumerate(turns)], WALL)
+    assert outcomes == [Outcome.APPLIED] * len(turns)
+    assert [(e.type, e.timestamp) for e in due] == [(e.type, e.timestamp) for e in expected]
+
+
+def test_a_snapshot_request_is_not_taken_in_a_batch():
+    from emgas.processors.events import SnapshotStarted
+
+    request = SnapshotStarted(graph_id="g", reason="policy", timestamp=WALL)
+    with pytest.raises(ValueError, match="applied alone"):
+        worker().on_graph_events([(request, 0, None)], WALL)
