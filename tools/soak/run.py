@@ -185,6 +185,7 @@ class Soak:
                 await asyncio.to_thread(act, self.fleet, fault, record)
             record.done_s = self.clock()
             record.recovered_s = await self._recovered(client)
+            record.details["recoveries"] = await asyncio.to_thread(self.fleet.recoveries)
 
     def _kinds_owed(self) -> bool:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
@@ -224,7 +225,7 @@ class Soak:
                               from_beginning=True)
         self.replayed_graphs = sum(1 for d in result.digests if d.active)
         return SoakRecords(
-            offered=offered, graphs=graphs, digest_differences=result.differences, bad_sent=self.bad,
+            offered=offered, graphs=graphs, digest_differences=result.differences or [], bad_sent=self.bad,
             dead_letters=await self._dead_letters(), attempts=asker.attempts,
             query_timeout_s=self.options.query_timeout_s,
             not_recovered=[f"{f.kind} at {f.started_s:.0f} s" for f in self.faults if f.recovered_s is None],
