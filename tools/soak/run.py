@@ -308,6 +308,8 @@ def query_figures(attempts: list[Attempt], asks: list[tuple[str, float, float | 
         out[f"query_attempts_{name}"] = len(chosen)
     waits = [(end if end is not None else now) - first for _, first, end in asks]
     out["longest_unanswered_s"] = round(max(waits), 2) if waits else None
+    slowest = sorted(zip(waits, asks), key=lambda pair: -pair[0])[:10]
+    out["slowest_asks"] = [[graph, round(first, 1), round(wait, 2), end is not None] for wait, (graph, first, end) in slowest]
     out["unanswered_outside_faults"] = [[round(a.sent_s, 1), round(a.took_s, 2), a.outcome] for a in attempts
                                         if a.outcome != "answered" and not in_any(a.sent_s, windows)][:100]
     return out
