@@ -36,6 +36,7 @@ from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, S
 from emgas.tools.soak.traffic import Asker, Publisher, bad_records, committed_past, interleaved, producer, send_bad
 from emgas.tools.synthetic import Shape, conversations
 
+LEVEL_AT_S = 120.0  # RSS levels are compared with the level this long into a process's stretch
 WARM_S = 15.0  # a worker started during the soak: its RSS is compared from this long after its start
 PASSAGES_ASKED = 300  # turn ids per passage query at the end (a reply stays far below Kafka's 1 MiB)
 
@@ -343,6 +344,11 @@ def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]], warm
             continue
         out[name] = {"from_s": longest[0][0], "to_s": longest[-1][0], "first_mib": longest[0][1],
                      "peak_mib": max(s[1] for s in longest), "last_mib": longest[-1][1]}
+        # The goal: after two minutes, within 10 % of the level then.
+        later = [s for s in longest if s[0] >= longest[0][0] + LEVEL_AT_S]
+        if later:
+            out[name]["level_at_2_min_mib"] = later[0][1]
+            out[name]["peak_after_2_min_ratio"] = round(max(s[1] for s in later) / later[0][1], 3)
     return out
 
 
