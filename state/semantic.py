@@ -6,7 +6,10 @@ their vocabulary) and the query words that are concepts already; with a
 `WordStore` it is also kept on disk, so a word is encoded once per machine
 (about 1 ms on one core), not once per process. Ingest stays free of any
 model. 384 float32 per concept (1.5 KB; 10,000 concepts: 15 MB). Graphs
-not queried lately are dropped first (at most MAX_GRAPHS kept).
+not queried lately are dropped first (at most MAX_GRAPHS kept, and at
+most MAX_ROWS concept vectors over all of them: a graph's vectors grow
+with every concept it ever held, so a count of graphs alone did not bound
+them).
 
 When a graph's concepts are encoded:
 - in process (evaluation, tests): on the first query that needs them, as
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 
 Encode = Callable[[list[str]], np.ndarray]
 MAX_GRAPHS = 64
+MAX_ROWS = 100_000  # concept vectors over every graph kept: about 150 MB
 WORD_CACHE = 50_000  # words: about 75 MB
 DIMENSIONS = 384
 
@@ -159,8 +163,9 @@ class VectorCache:
     """ConceptVectors per graph version, least recently queried dropped first,
     over one cache of word vectors."""
 
-    def __init__(self, max_graphs: int = MAX_GRAPHS) -> None:
+    def __init__(self, max_graphs: int = MAX_GRAPHS, max_rows: int = MAX_ROWS) -> None:
         self.max_graphs = max_graphs
+        self.max_rows = max_rows
         self.words = WordVectors()
         self.background: Background | None = None
         self._graphs: OrderedDict[object, ConceptVectors] = OrderedDict()
@@ -186,4 +191,12 @@ class VectorCache:
         self._graphs[key] = found
         while len(self._graphs) > self.max_graphs:
             self._graphs.popitem(last=False)
+        # Rows, not graphs, are what memory holds: a few large graphs drop the
+        # least recently queried others (never the one asked for now).
+        while len(self._graphs) > 1 and self.rows() > self.max_rows:
+            self._graphs.popitem(last=False)
         return found
+
+    def rows(self) -> int:
+        """Concept vectors held, over every graph."""
+        return sum(len(g.ids) for g in self._graphs.values())

@@ -88,7 +88,7 @@ def _soak(settings: Settings, args: argparse.Namespace) -> int:
         duration_s=args.duration, rate=args.rate, queries_per_s=args.queries_per_s, query_users=args.query_users,
         graphs=args.graphs,
         workers=args.workers, fault_every_s=args.fault_every, seed=args.seed, query_timeout_s=args.query_timeout,
-        stall_s=(args.stall_min, args.stall_max),
+        stall_s=(args.stall_min, args.stall_max), every_kind=args.every_kind,
     )
     figures = run_soak(settings, options, keep=args.keep)
     print_figures(figures)
@@ -158,6 +158,7 @@ COMMANDS: tuple[Command, ...] = (
         arg("--query-timeout", type=float, default=5.0, help="seconds a query attempt waits for its reply"),
         arg("--stall-min", type=float, default=10.0, help="a SIGSTOPped broker's shortest stall, seconds"),
         arg("--stall-max", type=float, default=20.0, help="its longest"),
+        arg("--every-kind", action="store_true", help="go on past --duration until every kind of fault was done once"),
         arg("--keep", type=Path, help="keep the cluster's logs and the workers' output in this new directory"),
         arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
     )),

@@ -297,3 +297,21 @@ def test_concept_vectors_encode_each_concept_once():
     other = cache.of("another graph")
     other.current(_memory(DOG).state.view("g"), cache.words, encode)
     assert len(calls) == 2  # the words were encoded for the first graph already
+
+
+def test_the_vector_cache_drops_the_least_recently_queried_graphs_past_its_rows():
+    def encode(words):
+        return np.ones((len(words), 384), dtype=np.float32)
+
+    cache = VectorCache(max_graphs=10, max_rows=1)  # any two graphs with concepts are past it
+    view = _memory(DOG, BEACH).state.view("g")
+    first = cache.of("first")
+    first.current(view, cache.words, encode)
+    assert cache.rows() == len(view.index) > 1
+    again = cache.of("first")  # the graph asked for is kept, however large
+    assert again is first
+    second = cache.of("second")
+    second.current(view, cache.words, encode)
+    third = cache.of("third")  # past the rows: the least recently queried graphs go
+    assert third is not first and cache.of("first") is not first
+    assert cache.rows() <= len(view.index)

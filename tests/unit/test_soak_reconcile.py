@@ -121,3 +121,16 @@ def test_the_fault_schedule_is_seeded_and_each_round_has_every_kind():
     assert [f.at_s for f in first] == [8.0 * i for i in range(1, 13)]
     assert sorted(f.kind for f in first[:6]) == sorted(KINDS) == sorted(f.kind for f in first[6:12])
     assert all(10 <= f.stall_s <= 20 and 1 <= f.node <= 3 for f in first)
+
+
+def test_rss_is_summed_up_per_process_from_its_warm_level():
+    from emgas.tools.soak.run import rss_summary
+
+    rss = {"worker-1": [[t, 500.0 + t / 10] for t in range(0, 300, 10)],
+           "worker-2": [[0.0, 500.0], [10.0, 510.0], [20.0, 30.0], [40.0, 480.0], [200.0, 520.0], [300.0, 530.0]]}
+    summary = rss_summary(rss, starts=[[20.0, "worker-2", 42]])
+    one = summary["worker-1"]
+    assert (one["first_mib"], one["peak_mib"], one["level_at_2_min_mib"]) == (500.0, 529.0, 512.0)
+    assert one["peak_after_2_min_ratio"] == round(529.0 / 512.0, 3)
+    two = summary["worker-2"]  # its second process, from 15 s after its start: the 30 MiB of a starting one skipped
+    assert (two["from_s"], two["first_mib"], two["peak_mib"]) == (40.0, 480.0, 530.0)

@@ -85,6 +85,17 @@ class Fleet:
         except (OSError, ValueError, KeyError):
             return False
 
+    def recoveries(self) -> dict[str, dict]:
+        """Each running worker's last catch-up per partition (`/health`: seconds, records read)."""
+        out = {}
+        for name, port in self.web_ports.items():
+            if name in self.workers:
+                try:
+                    out[name] = health(port).get("recoveries", {})
+                except (OSError, ValueError):
+                    out[name] = {}
+        return out
+
     def dead_workers(self) -> list[str]:
         """Workers that ended by themselves (a crash the soak did not cause)."""
         return [name for name, worker in self.workers.items() if worker.poll() is not None]

@@ -113,15 +113,20 @@ def _turns(records: SoakRecords, failures: list[str]) -> dict[str, Any]:
     }
 
 
+def _place(bad: BadRecord) -> tuple[int, int]:
+    assert bad.partition is not None and bad.offset is not None, "an unacknowledged bad record has no place"
+    return bad.partition, bad.offset
+
+
 def _dead_letters(records: SoakRecords, failures: list[str]) -> dict[str, Any]:
     found = Counter((p, o) for p, o, _ in records.dead_letters)
     reasons = {(p, o): r for p, o, r in records.dead_letters}
     sent = [b for b in records.bad_sent if b.partition is not None]
-    where = {(b.partition, b.offset): b for b in sent}
-    missing = [b for b in sent if found[(b.partition, b.offset)] == 0]
-    repeated = [b for b in sent if found[(b.partition, b.offset)] > 1]
-    wrong = [(b, reasons[(b.partition, b.offset)]) for b in sent
-             if found[(b.partition, b.offset)] and reasons[(b.partition, b.offset)] != b.reason]
+    where = {_place(b): b for b in sent}
+    missing = [b for b in sent if found[_place(b)] == 0]
+    repeated = [b for b in sent if found[_place(b)] > 1]
+    right = [b for b in sent if found[_place(b)] and reasons[_place(b)] == b.reason]
+    wrong = [(b, reasons[_place(b)]) for b in sent if found[_place(b)] and reasons[_place(b)] != b.reason]
     refused_valid = sorted(k for k in found if k not in where)
     if missing:
         failures.append(f"{len(missing)} bad record(s) not dead-lettered, e.g. {[(b.kind, b.partition, b.offset) for b in missing[:3]]}")
@@ -136,8 +141,7 @@ def _dead_letters(records: SoakRecords, failures: list[str]) -> dict[str, Any]:
     return {
         "bad_records_sent": len(records.bad_sent),
         "bad_records_acknowledged": len(sent),
-        "bad_records_dead_lettered": sum(1 for b in sent if found[(b.partition, b.offset)]
-                                         and reasons[(b.partition, b.offset)] == b.reason),
+        "bad_records_dead_lettered": len(right),
         "bad_records_by_kind": dict(Counter(b.kind for b in sent)),
         "dead_letters_repeated": len(repeated),
         "valid_turns_dead_lettered": len(refused_valid),

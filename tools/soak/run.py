@@ -36,6 +36,7 @@ from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, S
 from emgas.tools.soak.traffic import Asker, Publisher, bad_records, committed_past, interleaved, producer, send_bad
 from emgas.tools.synthetic import Shape, conversations
 
+LEVEL_AT_S = 120.0  # RSS levels are compared with the level this long into a process's stretch
 WARM_S = 15.0  # a worker started during the soak: its RSS is compared from this long after its start
 PASSAGES_ASKED = 300  # turn ids per passage query at the end (a reply stays far below Kafka's 1 MiB)
 
@@ -185,6 +186,7 @@ class Soak:
                 await asyncio.to_thread(act, self.fleet, fault, record)
             record.done_s = self.clock()
             record.recovered_s = await self._recovered(client)
+            record.details["recoveries"] = await asyncio.to_thread(self.fleet.recoveries)
 
     def _kinds_owed(self) -> bool:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
@@ -224,7 +226,7 @@ class Soak:
                               from_beginning=True)
         self.replayed_graphs = sum(1 for d in result.digests if d.active)
         return SoakRecords(
-            offered=offered, graphs=graphs, digest_differences=result.differences, bad_sent=self.bad,
+            offered=offered, graphs=graphs, digest_differences=result.differences or [], bad_sent=self.bad,
             dead_letters=await self._dead_letters(), attempts=asker.attempts,
             query_timeout_s=self.options.query_timeout_s,
             not_recovered=[f"{f.kind} at {f.started_s:.0f} s" for f in self.faults if f.recovered_s is None],
@@ -307,6 +309,8 @@ def query_figures(attempts: list[Attempt], asks: list[tuple[str, float, float | 
         out[f"query_attempts_{name}"] = len(chosen)
     waits = [(end if end is not None else now) - first for _, first, end in asks]
     out["longest_unanswered_s"] = round(max(waits), 2) if waits else None
+    slowest = sorted(zip(waits, asks), key=lambda pair: -pair[0])[:10]
+    out["slowest_asks"] = [[graph, round(first, 1), round(wait, 2), end is not None] for wait, (graph, first, end) in slowest]
     out["unanswered_outside_faults"] = [[round(a.sent_s, 1), round(a.took_s, 2), a.outcome] for a in attempts
                                         if a.outcome != "answered" and not in_any(a.sent_s, windows)][:100]
     return out
@@ -340,6 +344,11 @@ def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]], warm
             continue
         out[name] = {"from_s": longest[0][0], "to_s": longest[-1][0], "first_mib": longest[0][1],
                      "peak_mib": max(s[1] for s in longest), "last_mib": longest[-1][1]}
+        # The goal: after two minutes, within 10 % of the level then.
+        later = [s for s in longest if s[0] >= longest[0][0] + LEVEL_AT_S]
+        if later:
+            out[name]["level_at_2_min_mib"] = later[0][1]
+            out[name]["peak_after_2_min_ratio"] = round(max(s[1] for s in later) / later[0][1], 3)
     return out
 
 

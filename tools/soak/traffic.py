@@ -206,7 +206,7 @@ async def committed_past(settings: Settings, sent: list[BadRecord], timeout_s: f
     read them again); False if not within `timeout_s`."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    due = {}
+    due: dict[int, int] = {}  # partition -> the last offset of the burst in it
     for bad in sent:
         if bad.partition is not None and bad.offset is not None:
             due[bad.partition] = max(due.get(bad.partition, -1), bad.offset)
