@@ -28,9 +28,10 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from functools import lru_cache
+from typing import Any
 
 import jieba
-import jieba.analyse
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -97,5 +98,17 @@ def weights(text: str) -> dict[str, float]:
     tf: dict[str, float] = dict(Counter(words(text)))
     for pair in bigrams(text):
         tf[pair] = tf.get(pair, 0) + BIGRAM_WEIGHT
-    table = jieba.analyse.default_tfidf
+    table = _idf_table()
     return {term: count * table.idf_freq.get(term, table.median_idf) for term, count in tf.items()}
+
+
+@lru_cache(maxsize=1)
+def _idf_table() -> Any:
+    """jieba's idf table. Importing `jieba.analyse` reads it and a part-of-speech
+    table (about 0.5 s), so only a process that reads Chinese pays it, on its
+    first Chinese text (with jieba's dictionary, about 1.2 s in all): not every
+    worker start, nor a takeover's first answer."""
+    import jieba.analyse
+
+    return jieba.analyse.default_tfidf
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from emgas.processors.extract import extractor_id
+from emgas.state.retrieval import warm_up
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.runtime.app import Agents, Extraction, Output, faust_app, health, refresh_gauges, while_running
@@ -19,7 +20,7 @@ from emgas.streams.runtime.membership import GroupWatch, watch_group
 from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
-from emgas.streams.runtime.recovery import Recovery
+from emgas.streams.runtime.recovery import Recovery, Warming
 from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.runtime.viewer import register_viewer
 from emgas.streams.settings import Settings
@@ -77,7 +78,9 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    recovery = Recovery(settings, states, output.append_at, metrics, stop_for)
+    # WordNet and the encoder load beside the start, not on a first query (`Warming`).
+    warming = Warming(lambda: warm_up(settings.activation, settings.word_vectors_cache))
+    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
     agents = Agents(settings, states, recovery, metrics, output,

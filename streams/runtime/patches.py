@@ -33,6 +33,12 @@ line naming the patch that would be at risk. The patches, and why each exists:
 5. `leave_group`: the Faust consumer leaves its group from its own thread
    (`consumer._thread`, aiokafka's `unsubscribe`), so a worker's partitions
    move before it stops. Tested with 4.
+6. `TablelessManager` (the app's `TableManager` setting): Faust's table
+   manager sleeps 1 s when it starts, before it lets the consumer subscribe,
+   so that tables declared late can still register. This worker declares no
+   tables, so the sleep only delayed every start, and every takeover by a
+   starting worker, by a second. Kept when a table is declared. Tested by
+   tests/unit/test_patches.py.
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held
@@ -50,6 +56,7 @@ from typing import Any, Awaitable, Callable
 import faust
 from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
 from aiokafka.errors import InvalidRequestError, RebalanceInProgressError
+from faust.tables import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from emgas.streams.errors import StreamsError
@@ -100,12 +107,24 @@ class Transport(faust_aiokafka.Transport):
     Producer = _Producer
 
 
+class TablelessManager(TableManager):
+    """Faust's table manager without its start-up sleep when there is no table (6)."""
+
+    async def on_start(self) -> None:
+        if len(self):
+            return await super().on_start()
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
+
+
 class App(faust.App):
-    """A Faust app whose consumer uses `fetch_max_wait_ms` and whose producer is idempotent."""
+    """A Faust app whose consumer uses `fetch_max_wait_ms`, whose producer is
+    idempotent and whose table manager does not sleep at start."""
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, TableManager=TablelessManager, **kwargs)
 
     def _new_transport(self) -> Transport:
         return Transport(self.conf.broker_consumer, self)

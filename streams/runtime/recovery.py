@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -60,6 +61,30 @@ class LogResetStop(Exception):
     """The log was reset and `EMGAS_ON_LOG_RESET=stop`: the worker must end."""
 
 
+class Warming:
+    """What queries need (WordNet, the encoder: about 1 s), loaded in a thread
+    while the worker starts, joins its group and reads its partitions'
+    checkpoints, instead of before: a partition taken over is ready about a
+    second sooner. A load that fails costs the queries their expansion (said
+    in the log), not the worker."""
+
+    def __init__(self, load: Callable[[], None]) -> None:
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(load,), name="emgas-warm-up", daemon=True).start()
+
+    def _run(self, load: Callable[[], None]) -> None:
+        try:
+            load()
+        except Exception:  # noqa: BLE001 - queries load what they need themselves then
+            log.exception("loading WordNet and the encoder at start failed")
+        finally:
+            self._done.set()
+
+    async def wait(self) -> None:
+        if not self._done.is_set():
+            await asyncio.to_thread(self._done.wait)
+
+
 class Recovery:
     """Per graph-events partition: a catch-up task and a future that says
     whether the partition is ready (True) or was revoked first (False)."""
@@ -72,12 +97,14 @@ class Recovery:
     def __init__(
         self, settings: Settings, states: PartitionStates, append: Append | None = None,
         metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
+        warming: Warming | None = None,
     ) -> None:
         self.settings = settings
         self.states = states
         self.append = append
         self.metrics = metrics
         self.on_fatal = on_fatal
+        self.warming = warming  # what queries need, loading beside the start: a partition is ready after it
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._checkpoints: dict[int, int] = {}
@@ -136,6 +163,8 @@ class Recovery:
         if read:
             log.info("partition %s caught up: %s events in %.2f s", partition, read, elapsed)
         warmed = time.perf_counter()
+        if self.warming is not None:
+            await self.warming.wait()
         # Its graphs' concept vectors before its first query (the previous owner answers meanwhile).
         await asyncio.to_thread(warm_graphs, self.states.get(partition), self.settings.activation)
         self.recoveries[partition] = {

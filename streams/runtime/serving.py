@@ -19,11 +19,16 @@ the partitions it is the *announced owner* of:
   it has announced, and a query must reinforce at most once), and digest
   queries, which must reflect the owner's state, are left to the owner;
 - a partition assigned back to the worker that announced it is covered
-  the same way until it has caught up; one nobody has announced yet (a
-  first start) holds its queries until it is ready.
+  the same way until it has caught up;
+- any other partition assigned here and still catching up holds its
+  queries and answers them once it is ready (those its clients have not
+  given up on by then): after a first start nobody else can answer, and
+  after a takeover the announced owner may be the worker that stopped. If
+  that owner is alive and covering, the query gets two replies, and only
+  this one reinforces.
 
-A query both answer in the instant of an announcement gets two replies;
-the client keeps the first (replies are matched by request id).
+A query both answer gets two replies; the client keeps the first (replies
+are matched by request id).
 """
 
 from __future__ import annotations
@@ -160,15 +165,19 @@ class QueryServer:
             await self._answer(record, covering=False)
         elif self.owners.announced_here(partition):  # revoked, or given back and still catching up
             await self._answer(record, covering=True)
-        elif partition in self.recovery.assigned_partitions() and partition not in self.owners.latest:
-            # Never announced by anyone (a new log, a first start): nobody else can answer.
+        elif partition in self.recovery.assigned_partitions():
+            # Catching up here: whoever was announced may be gone (a takeover) or never was (a first start).
             task = asyncio.create_task(self._answer_when_ready(record))
             self._held.add(task)
             task.add_done_callback(self._held.discard)
 
     async def _answer_when_ready(self, record: Any) -> None:
-        if await self.recovery.wait(record.partition):
+        if await self.recovery.wait(record.partition) and not self._given_up(record):
             await self._answer(record, covering=False)
+
+    def _given_up(self, record: Any) -> bool:
+        """Whether the query's client has stopped waiting for a reply (its timeout passed)."""
+        return record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000
 
     async def _answer(self, record: Any, covering: bool) -> None:
         try:

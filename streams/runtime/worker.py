@@ -7,7 +7,6 @@ import logging
 import socket
 import tempfile
 
-from emgas.state.retrieval import warm_up
 from emgas.streams.runtime.compose import NO_HOOKS, Hooks, build_worker
 from emgas.streams.runtime.patches import HandingOverWorker
 from emgas.streams.errors import StreamsError, WorkerStopped
@@ -57,9 +56,6 @@ def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOO
     on_mock = asyncio.run(ensure_topics(settings))
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
-    # WordNet and the encoder load now (about 1 s), before the worker joins its
-    # group: not on its first query, and not while it folds its first turns.
-    warm_up(settings.activation, settings.word_vectors_cache)
     worker = build_worker(settings, hooks)
     faust_worker = HandingOverWorker(
         worker.app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel),

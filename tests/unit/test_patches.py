@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from emgas.streams.runtime.patches import PINNED, UnpatchableVersion, check_versions
+from emgas.streams.runtime.patches import PINNED, App, TablelessManager, UnpatchableVersion, check_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,3 +27,33 @@ def test_another_version_is_refused_in_one_line_naming_the_library(name):
     with pytest.raises(UnpatchableVersion) as refused:
         check_versions(other.__getitem__)
     assert f"{name} 9.9.9 is installed" in str(refused.value) and "\n" not in str(refused.value)
+
+
+class _Recovery:
+    def __init__(self) -> None:
+        self.started = False
+
+    async def start(self) -> None:
+        self.started = True
+
+
+@pytest.mark.parametrize("tables, sleeps", [(0, []), (1, [1.0])])
+async def test_the_table_manager_sleeps_at_start_only_when_a_table_is_declared(monkeypatch, tables, sleeps):
+    app = App("emgas-test", broker="kafka://127.0.0.1:9", fetch_max_wait_ms=100)
+    manager = app.tables
+    assert isinstance(manager, TablelessManager)
+    for k in range(tables):
+        app.Table(f"table-{k}")
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def update_channels() -> None:
+        pass
+
+    monkeypatch.setattr(manager, "sleep", sleep)
+    monkeypatch.setattr(manager, "_update_channels", update_channels)
+    manager._recovery = _Recovery()
+    await manager.on_start()
+    assert slept == sleeps and manager._recovery.started

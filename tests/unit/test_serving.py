@@ -1,6 +1,7 @@
 """Who answers a partition's queries (streams.runtime.serving): the owners board and the hand-over."""
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -49,3 +50,56 @@ def test_a_worker_hands_over_until_the_new_owners_have_announced():
         return kept
 
     assert asyncio.run(scenario()) == []  # handed over
+
+
+class _Recovery:
+    """Partition 0 ready, 1 and 2 assigned and catching up until `catch_up`, 3 not assigned."""
+
+    def __init__(self) -> None:
+        self.caught_up = asyncio.Event()
+
+    def ready_partitions(self) -> list[int]:
+        return [0, 1, 2] if self.caught_up.is_set() else [0]
+
+    def assigned_partitions(self) -> list[int]:
+        return [0, 1, 2]
+
+    async def wait(self, partition: int) -> bool:
+        await self.caught_up.wait()
+        return True
+
+
+@pytest.mark.parametrize("partition, announced, age_s, now, later", [
+    (0, "w1", 0, [("answer", False)], []),  # ready here
+    (1, "w1", 0, [("answer", True)], []),  # announced here, catching up again: covered read-only
+    (1, "w2", 0, [], [("answer", False)]),  # a takeover from w2 (maybe gone): held until caught up
+    (2, None, 0, [], [("answer", False)]),  # a first start: held until caught up
+    (2, None, 9, [], []),  # held, but its client gave up before the partition was ready
+    (3, "w2", 0, [], []),  # not ours: its owner answers
+])
+def test_who_answers_a_query_and_when(partition, announced, age_s, now, later):
+    query_server = server("w1", {} if announced is None else {partition: announced})
+    query_server.settings.queries_topic, query_server.settings.owners_topic = "q", "o"
+    query_server.settings.query_timeout_s = 10.0
+    query_server.recovery = recovery = _Recovery()
+    answered: list[tuple[str, bool]] = []
+
+    async def answer(record, covering):
+        answered.append(("answer", covering))
+
+    query_server._answer = answer
+    sent_ms = 1000 * (time.time() - age_s)
+    record = SimpleNamespace(partition=partition, timestamp=sent_ms, key=b"r", value=b"{}")
+
+    async def scenario() -> tuple[list, list]:
+        query_server._since_ms = sent_ms - 1
+        await query_server._take("q", record)
+        await asyncio.sleep(0)
+        before = list(answered)
+        if age_s:
+            query_server.settings.query_timeout_s = age_s / 2  # the wait outlasted the client's timeout
+        recovery.caught_up.set()
+        await asyncio.gather(*query_server._held)
+        return before, answered[len(before):]
+
+    assert asyncio.run(scenario()) == (now, later)
