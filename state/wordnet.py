@@ -5,9 +5,11 @@ install wordnet-base`: /usr/share/wordnet) or any WNDB directory the entry
 point names with `use_directory` (the `wordnet_dir` setting, EMGAS_WORDNET_DIR). Only what `processors.expansion` reads is kept: each
 synset's lemmas and its hypernym, hyponym and derivation pointers, the
 index (lemma -> synsets, most frequent sense first) and the exception
-lists of morphology. Parsing takes about 3 s; the result is cached as a
-gzipped pickle (about 4 MB) under the cache directory, keyed by the files'
-sizes, and loads in about 0.7 s. In memory it costs about 140 MB, so it is
+lists of morphology. Parsing takes about 3 s; the result is cached under
+the cache directory (about 4 MB: marshal, which reads plain lists and
+dicts about twice as fast as pickle, compressed by zlib at its fastest
+level), keyed by the files' sizes and the Python version (marshal's format
+is the interpreter's), and loads in about 0.25 s. In memory it costs about 140 MB, so it is
 loaded on the first query that needs it, once per process.
 
 Licence: WordNet 3.0 licence (permissive; /usr/share/doc/wordnet-base/copyright).
@@ -15,12 +17,13 @@ Licence: WordNet 3.0 licence (permissive; /usr/share/doc/wordnet-base/copyright)
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import logging
+import marshal
 import os
-import pickle
+import sys
 import threading
+import zlib
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +42,7 @@ _RULES = {
     "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
     "r": (),
 }
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 DEFAULT_DIRS = (Path("/usr/share/wordnet"), Path("/usr/local/share/wordnet"), Path("/opt/homebrew/share/wordnet"))
 
 
@@ -99,20 +102,21 @@ class WordNet:
 
     @classmethod
     def load(cls, directory: Path, cache_dir: Path | None = None) -> "WordNet":
-        """Parse `directory`, or reuse the pickle of an earlier parse in `cache_dir`."""
+        """Parse `directory`, or reuse the cache of an earlier parse in `cache_dir`."""
         if cache_dir is None:
             return cls(*_parse(directory))
         sizes = sorted((f.name, f.stat().st_size) for f in directory.iterdir() if f.is_file())
-        key = hashlib.sha1(repr((_CACHE_VERSION, sizes)).encode()).hexdigest()[:12]
-        path = cache_dir / f"wordnet-{key}.pkl.gz"
+        key = hashlib.sha1(repr((_CACHE_VERSION, sys.version_info[:2], sizes)).encode()).hexdigest()[:12]
+        path = cache_dir / f"wordnet-{key}.marshal.z"
         if path.exists():
-            with gzip.open(path, "rb") as f:
-                return cls(*pickle.load(f))
+            try:
+                return cls(*marshal.loads(zlib.decompress(path.read_bytes())))
+            except (ValueError, EOFError, TypeError, zlib.error) as err:
+                log.warning("the WordNet cache %s is unreadable (%s): parsing the files again", path, err)
         parsed = _parse(directory)
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with gzip.open(tmp, "wb", compresslevel=6) as f:
-            pickle.dump(parsed, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.write_bytes(zlib.compress(marshal.dumps(parsed), 1))
         os.replace(tmp, path)
         return cls(*parsed)
 

@@ -315,3 +315,24 @@ def test_the_vector_cache_drops_the_least_recently_queried_graphs_past_its_rows(
     third = cache.of("third")  # past the rows: the least recently queried graphs go
     assert third is not first and cache.of("first") is not first
     assert cache.rows() <= len(view.index)
+
+
+def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the_cache_is_broken(
+    tmp_path, monkeypatch, caplog,
+):
+    from emgas.state import wordnet as module
+
+    source = tmp_path / "wndb"
+    source.mkdir()
+    (source / "data.noun").write_text("x")
+    parsed = ([("dog",), ("hound", "dog")], [[("@", "n", "1", 0, 0)]], {"dog": {"n": [0]}}, {"n": {"dogs": ["dog"]}})
+    parses = []
+    monkeypatch.setattr(module, "_parse", lambda directory: parses.append(directory) or parsed)
+    cache = tmp_path / "cache"
+    first = WordNet.load(source, cache)
+    again = WordNet.load(source, cache)
+    assert len(parses) == 1 and (again.words, again.rel, again.index, again.exceptions) == parsed
+    [cached] = cache.iterdir()
+    cached.write_bytes(b"not a cache")
+    broken = WordNet.load(source, cache)
+    assert len(parses) == 2 and broken.index == first.index and "unreadable" in caplog.text
