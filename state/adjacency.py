@@ -310,10 +310,20 @@ class Adjacency:
             self._set(i, idx, cnt, last)
             return ~found
         new = ~found
-        merged_idx = np.insert(idx, pos[new], others[new])
-        merged_cnt = np.insert(cnt, pos[new], 0)
-        merged_last = np.insert(last, pos[new], np.iinfo(np.int64).min)
-        at = np.searchsorted(merged_idx, others)
+        # others[j]'s place in the merged row: its place in the old one plus the
+        # new entries before it (others is sorted, so those are others[:j]'s new ones).
+        before = np.cumsum(new) - new
+        at = pos + before
+        slots = at[new]
+        total = len(idx) + len(slots)
+        kept = np.ones(total, dtype=bool)
+        kept[slots] = False
+        merged_idx = np.empty(total, dtype=np.int32)
+        merged_idx[kept], merged_idx[slots] = idx, others[new]
+        merged_cnt = np.zeros(total, dtype=np.int32)
+        merged_cnt[kept] = cnt
+        merged_last = np.full(total, np.iinfo(np.int64).min, dtype=np.int64)
+        merged_last[kept] = last
         merged_cnt[at] += increments
         merged_last[at] = np.maximum(merged_last[at], lasts)
         self._set(i, merged_idx, merged_cnt, merged_last)
