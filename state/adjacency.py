@@ -312,7 +312,7 @@ class Adjacency:
         new = ~found
         # others[j]'s place in the merged row: its place in the old one plus the
         # new entries before it (others is sorted, so those are others[:j]'s new ones).
-        before = np.cumsum(new) - new
+        before: np.ndarray = np.cumsum(new) - new
         at = pos + before
         slots = at[new]
         total = len(idx) + len(slots)

@@ -1,6 +1,7 @@
 """One rule per graph event type: its guard, the slice it loads and its evolve, together.
 
-`PartitionState.apply` looks the event's type up here and nowhere else:
+The fold (`PartitionState.apply` and `apply_batch`) looks the event's type
+up here and nowhere else; a rule sees the state only as a `FoldState`:
 
 - `guard(state, event, ref, meta)`: why the event changes nothing but the
   offset (an `Outcome`), or None when it applies;
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
 from emgas.processors.evolve import (
@@ -29,12 +30,24 @@ from emgas.processors.evolve import (
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Records, Writes
-
-if TYPE_CHECKING:
-    from emgas.state.projector import PartitionState
+from emgas.state.repository import GraphRepository
+from emgas.state.views import Views
 
 # A graph version's records after forgetting (None: no turn left, so no version).
 Refolds = dict[GraphRef, Records | None]
+
+
+class FoldState(Protocol):
+    """What a rule reads of a partition's state: its records, its graphs in
+    memory and, for a forget, what re-folding leaves. The fold
+    (`state.projector.PartitionState`) is one; the rules never import it."""
+
+    repo: GraphRepository
+    views: Views
+
+    def refolds(self, event: Forget) -> Refolds:
+        """Each graph version holding one of the event's turns, re-folded without them."""
+        ...
 
 
 class Outcome(str, Enum):
@@ -58,8 +71,8 @@ class Outcome(str, Enum):
 
 # The event parameter is Any: each rule's functions take its own event type,
 # and RULES pairs every type with the functions written for it.
-Guard = Callable[["PartitionState", Any, GraphRef, GraphMeta], Outcome | None]
-Load = Callable[["PartitionState", Any, GraphRef, GraphMeta, Refolds | None], Slice]
+Guard = Callable[[FoldState, Any, GraphRef, GraphMeta], Outcome | None]
+Load = Callable[[FoldState, Any, GraphRef, GraphMeta, Refolds | None], Slice]
 Evolve = Callable[[Any, Slice, GraphParams], Writes]
 
 
@@ -93,7 +106,7 @@ def rule_for(event: object) -> Rule:
 # -- guards -------------------------------------------------------------------
 
 
-def _turn_guard(state: PartitionState, event: TurnIngested, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+def _turn_guard(state: FoldState, event: TurnIngested, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
     if state.repo.has_turn(ref, event.turn_id):
         return Outcome.DUPLICATE_TURN
     if state.repo.is_forgotten(event.graph_id, event.turn_id):
@@ -101,15 +114,15 @@ def _turn_guard(state: PartitionState, event: TurnIngested, ref: GraphRef, meta:
     return None
 
 
-def _forget_guard(state: PartitionState, event: Forget, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+def _forget_guard(state: FoldState, event: Forget, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
     return Outcome.DUPLICATE_FORGET if state.repo.has_forget(event.graph_id, event.request_id) else None
 
 
-def _always(state: PartitionState, event: object, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+def _always(state: FoldState, event: object, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
     return None
 
 
-def _retrieval_guard(state: PartitionState, event: Retrieved, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+def _retrieval_guard(state: FoldState, event: Retrieved, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
     if ref not in state.views:
         return Outcome.UNKNOWN_GRAPH
     return Outcome.DUPLICATE_RETRIEVAL if state.repo.has_retrieval(ref, event.request_id) else None
@@ -118,7 +131,7 @@ def _retrieval_guard(state: PartitionState, event: Retrieved, ref: GraphRef, met
 def _tick_guard(last_of: Callable[[GraphMeta], datetime | None]) -> Guard:
     """A tick of a known version, later than the last one of its kind."""
 
-    def guard(state: PartitionState, event: Decay | Consolidate, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
+    def guard(state: FoldState, event: Decay | Consolidate, ref: GraphRef, meta: GraphMeta) -> Outcome | None:
         if ref not in state.views:
             return Outcome.UNKNOWN_GRAPH
         last = last_of(meta)
@@ -130,22 +143,22 @@ def _tick_guard(last_of: Callable[[GraphMeta], datetime | None]) -> Guard:
 # -- slices ---------------------------------------------------------------------
 
 
-def _meta_only(state: PartitionState, event: object, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+def _meta_only(state: FoldState, event: object, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
     return Slice(ref=ref, meta=meta)
 
 
-def _turn_slice(state: PartitionState, event: TurnIngested, ref: GraphRef, meta: GraphMeta,
+def _turn_slice(state: FoldState, event: TurnIngested, ref: GraphRef, meta: GraphMeta,
                 refolds: Refolds | None) -> Slice:
     """The turn's concepts as stored (its pairs are counted where they are kept)."""
     return Slice(ref=ref, meta=meta, concepts=state.repo.concepts(ref, [c.id for c in event.concepts]))
 
 
-def _retrieved_slice(state: PartitionState, event: Retrieved, ref: GraphRef, meta: GraphMeta,
+def _retrieved_slice(state: FoldState, event: Retrieved, ref: GraphRef, meta: GraphMeta,
                      refolds: Refolds | None) -> Slice:
     return Slice(ref=ref, meta=meta, concepts=state.repo.concepts(ref, {b.id for b in event.boosts}))
 
 
-def _decay_slice(state: PartitionState, event: Decay, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+def _decay_slice(state: FoldState, event: Decay, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
     """The listed concepts with their neighbours, passages (from the view)
     and those passages' links; the listed edges; the edges of the
     concepts listed as isolated."""
@@ -166,7 +179,7 @@ def _decay_slice(state: PartitionState, event: Decay, ref: GraphRef, meta: Graph
     )
 
 
-def _consolidate_slice(state: PartitionState, event: Consolidate, ref: GraphRef, meta: GraphMeta,
+def _consolidate_slice(state: FoldState, event: Consolidate, ref: GraphRef, meta: GraphMeta,
                        refolds: Refolds | None) -> Slice:
     view = state.views[ref]
     named = {m for topic in event.topics for m in topic.members}
@@ -176,7 +189,7 @@ def _consolidate_slice(state: PartitionState, event: Consolidate, ref: GraphRef,
     )
 
 
-def _forget_slice(state: PartitionState, event: Forget, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
+def _forget_slice(state: FoldState, event: Forget, ref: GraphRef, meta: GraphMeta, refolds: Refolds | None) -> Slice:
     versions = tuple(r for r in state.repo.graph_refs() if r.graph_id == event.graph_id)
     if event.whole_graph:
         turn_ids = {r: frozenset(state.repo.turn_ids(r)) for r in versions}

@@ -40,3 +40,11 @@ def test_the_benches_import_each_other_one_way_only():
     bench = {m for m in graph.modules if m == "emgas.tools.bench" or m.startswith("emgas.tools.bench.")}
     for other in ("emgas.tools.scaling_bench", "emgas.tools.replay_bench"):
         assert [m for m in bench if graph.find_shortest_chain(importer=other, imported=m)] == []
+
+
+def test_the_rules_do_not_import_the_fold_that_reads_them():
+    """The fold reads the rule table; a rule sees the state through `FoldState`
+    and imports nothing of `state.projector`, not even for its types."""
+    source = (ROOT / "state" / "rules.py").read_text()
+    assert not re.search(r"^\s*(?:from|import) emgas\.state\.projector\b", source, re.M)
+    assert "TYPE_CHECKING" not in source
