@@ -305,7 +305,10 @@ def health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
 class Extraction:
     """Runs `ingest_all` on batches of turns: in a process pool when
     `extract_processes` > 0, so extraction (the bulk of a turn's cost) runs
-    on its own core while the event loop applies events and serves queries."""
+    on its own core while the event loop applies events and serves queries;
+    else in a thread, so that a query does not wait for a whole batch of
+    turns (200 Chinese turns take tens of ms): the event loop takes the
+    interpreter back at its switch interval (5 ms)."""
 
     def __init__(self, settings: Settings, extractor: str) -> None:
         self.settings = settings
@@ -318,7 +321,7 @@ class Extraction:
         if not turns:
             return []
         if self.settings.extract_processes == 0:
-            return ingest_all(turns, params, self.extractor)
+            return await asyncio.to_thread(ingest_all, turns, params, self.extractor)
         if self._pool is None:
             # spawn, not fork: the worker process already runs threads.
             self._pool = ProcessPoolExecutor(self.settings.extract_processes, mp_context=get_context("spawn"))
