@@ -129,6 +129,31 @@ class Adjacency:
         idx, cnt = self.row(i)
         return zip(idx.tolist(), cnt.tolist())
 
+    def entries_at_least(self, minimum: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, neighbour, count) of every directed entry whose count is at
+        least `minimum` (queued cliques merged first), in no particular order."""
+        if self._queued:
+            self._merge_queued()
+        n = self._base_n
+        base_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr[: n + 1]))
+        keep = self._base_cnt >= minimum
+        replaced = [i for i in self._rows if i < n]
+        if replaced:
+            stale = np.zeros(n, dtype=bool)
+            stale[replaced] = True
+            keep &= ~stale[base_rows]
+        changed = list(self._rows.items())
+        lengths = np.fromiter((len(idx) for _, (idx, _, _) in changed), dtype=np.int64, count=len(changed))
+        changed_rows = np.repeat(np.fromiter((i for i, _ in changed), dtype=np.int64, count=len(changed)), lengths)
+        changed_idx = np.concatenate([idx for _, (idx, _, _) in changed] + [_EMPTY_IDX])
+        changed_cnt = np.concatenate([cnt for _, (_, cnt, _) in changed] + [_EMPTY_CNT])
+        strong = changed_cnt >= minimum
+        return (
+            np.concatenate([base_rows[keep], changed_rows[strong]]),
+            np.concatenate([self._base_idx[keep], changed_idx[strong]]).astype(np.int64),
+            np.concatenate([self._base_cnt[keep], changed_cnt[strong]]),
+        )
+
     def count(self, i: int, j: int) -> int:
         found = self.pair(i, j)
         return 0 if found is None else found[0]

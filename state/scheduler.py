@@ -144,7 +144,7 @@ class Scheduler:
 
     def consolidate(self, state: PartitionState, ref: GraphRef, at: datetime) -> Consolidate:
         view = state.views[ref]
-        counts, texts, pairs = view.snapshot(self.params.topics.min_pair_count)
+        counts, texts, pairs = view.snapshot(self.params.topics.min_pair_count, paired_only=True)
         topics = topics_of(pairs, counts, texts, view.turns, self.params.topics)
         return Consolidate(graph_id=ref.graph_id, graph_version=ref.version, timestamp=at, topics=topics)
 

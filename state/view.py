@@ -482,18 +482,29 @@ class GraphView:
         live = np.array(sorted(self.index.values()), dtype=np.int64)
         return live[np.lexsort((live, -self.counts[live]))][:n].tolist()
 
-    def snapshot(self, min_pair_count: int = 1) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
-        """Live concepts' counts and texts, and the pair counts of at least `min_pair_count`, by id."""
-        counts = {cid: int(self._counts[i]) for cid, i in self.index.items()}
-        texts = {cid: self.texts[i] for cid, i in self.index.items()}
+    def snapshot(
+        self, min_pair_count: int = 1, paired_only: bool = False,
+    ) -> tuple[dict[str, int], dict[str, str], dict[Edge, int]]:
+        """Live concepts' counts and texts, and the pair counts of at least
+        `min_pair_count`, by id. `paired_only`: counts and texts only of the
+        concepts in those pairs (all a consolidation reads)."""
+        # Each live row's entries of at least min_pair_count, from the end whose id is smaller:
+        # the filter in arrays (most pairs are seen once or twice), the ids only for what passes.
+        rows, others, strong = self._adjacency.entries_at_least(min_pair_count)
+        live = np.zeros(len(self.ids), dtype=bool)
+        live[np.fromiter(self.index.values(), dtype=np.int64, count=len(self.index))] = True
+        kept = live[rows]
+        ids = self.ids
         pairs = {}
-        for cid, i in self.index.items():
-            for j, count in self._adjacency.items(i):
-                if count >= min_pair_count and cid < self.ids[j]:
-                    pairs[(cid, self.ids[j])] = count
+        for i, j, count in zip(rows[kept].tolist(), others[kept].tolist(), strong[kept].tolist()):
+            a, b = ids[i], ids[j]
+            if a < b:
+                pairs[(a, b)] = count
+        named = dict.fromkeys(c for pair in pairs for c in pair) if paired_only else self.index
+        index = self.index
+        counts = {cid: int(self._counts[index[cid]]) for cid in named}
+        texts = {cid: self.texts[index[cid]] for cid in named}
         return counts, texts, pairs
-
-
 
     def neighbour_ids(self, cid: str) -> list[str]:
         i = self.index.get(cid)

@@ -102,6 +102,10 @@ def check_against_reference(operations: list) -> None:
         apply_reference(ref, operation)
         apply_compact(adj, operation, known)
     _ = adj.edges  # reading them merges what is still queued
+    for minimum in (1, 2, 3):
+        rows, others, counts = adj.entries_at_least(minimum)
+        entries = sorted(zip(rows.tolist(), others.tolist(), counts.tolist()))
+        assert entries == sorted((i, j, c) for i in ref for j, c in ref[i].items() if c >= minimum)
     for i in range(N):
         idx, cnt = adj.row(i)
         assert dict(zip(idx.tolist(), cnt.tolist())) == ref[i]

@@ -36,3 +36,34 @@ def test_removing_a_version_does_not_load_it():
     held, loads = views()
     assert held.pop(G, None) is None and G not in held and loads == []
     assert held.pop(G, "gone") == "gone"
+
+
+def _snapshot_pair_by_pair(view: GraphView, minimum: int) -> dict:
+    """The pairs of `view.snapshot`, read row by row (what it computes in arrays)."""
+    pairs = {}
+    for cid, i in view.index.items():
+        idx, counts = view._adjacency.row(i)
+        for j, count in zip(idx.tolist(), counts.tolist()):
+            if count >= minimum and cid < view.ids[j]:
+                pairs[(cid, view.ids[j])] = count
+    return pairs
+
+
+def test_a_views_snapshot_holds_its_live_pairs_of_at_least_the_count_asked():
+    from emgas.processors.graph import GraphParams
+    from emgas.tools.bench.core import synthetic_log
+    from emgas.tools.driver import LocalLog
+    from emgas.tools.synthetic import conversations
+
+    log = LocalLog(GraphParams())
+    log.extend(synthetic_log(conversations(600), GraphParams()))
+    checked = 0
+    for view in log.state.views.loaded().values():
+        for cid in sorted(view.index)[::7]:  # as a tick removes concepts: their slots stay, dead
+            view.remove_concept(cid)
+        assert len(view.index) < len(view.ids)
+        for minimum in (1, 3):
+            counts, texts, pairs = view.snapshot(minimum)
+            assert pairs == _snapshot_pair_by_pair(view, minimum) and set(counts) == set(texts) == set(view.index)
+            checked += len(pairs)
+    assert checked > 0
