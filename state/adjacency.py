@@ -131,28 +131,13 @@ class Adjacency:
 
     def entries_at_least(self, minimum: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, neighbour, count) of every directed entry whose count is at
-        least `minimum` (queued cliques merged first), in no particular order."""
-        if self._queued:
-            self._merge_queued()
-        n = self._base_n
-        base_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr[: n + 1]))
+        least `minimum`, in row order (the rows compacted first: a filter on
+        the arrays)."""
+        if self._queued or self._rows or self._base_n != self._n:
+            self.compact()
+        rows = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(self._indptr))
         keep = self._base_cnt >= minimum
-        replaced = [i for i in self._rows if i < n]
-        if replaced:
-            stale = np.zeros(n, dtype=bool)
-            stale[replaced] = True
-            keep &= ~stale[base_rows]
-        changed = list(self._rows.items())
-        lengths = np.fromiter((len(idx) for _, (idx, _, _) in changed), dtype=np.int64, count=len(changed))
-        changed_rows = np.repeat(np.fromiter((i for i, _ in changed), dtype=np.int64, count=len(changed)), lengths)
-        changed_idx = np.concatenate([idx for _, (idx, _, _) in changed] + [_EMPTY_IDX])
-        changed_cnt = np.concatenate([cnt for _, (_, cnt, _) in changed] + [_EMPTY_CNT])
-        strong = changed_cnt >= minimum
-        return (
-            np.concatenate([base_rows[keep], changed_rows[strong]]),
-            np.concatenate([self._base_idx[keep], changed_idx[strong]]).astype(np.int64),
-            np.concatenate([self._base_cnt[keep], changed_cnt[strong]]),
-        )
+        return rows[keep], self._base_idx[keep].astype(np.int64), self._base_cnt[keep]
 
     def count(self, i: int, j: int) -> int:
         found = self.pair(i, j)
@@ -285,14 +270,33 @@ class Adjacency:
         self._created(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
 
     def compact(self) -> None:
-        """Fold every changed row back into one CSR (rows handed out stay valid)."""
+        """Fold every changed row back into one CSR (rows handed out stay
+        valid): the kept rows of the old CSR and the changed rows scattered
+        into their new places in arrays, one Python step per changed row."""
         self._merge_queued()
-        rows = [self.full_row(i) for i in range(self._n)]
-        self._indptr = np.concatenate([[0], np.cumsum([len(idx) for idx, _, _ in rows])]).astype(np.int64)
-        self._base_idx = np.concatenate([idx for idx, _, _ in rows] + [_EMPTY_IDX]).astype(np.int32)
-        self._base_cnt = np.concatenate([cnt for _, cnt, _ in rows] + [_EMPTY_CNT]).astype(np.int32)
-        self._base_last = np.concatenate([last for _, _, last in rows] + [_EMPTY_LAST]).astype(np.int64)
-        self._base_n = self._n
+        n, base_n = self._n, self._base_n
+        changed = sorted(self._rows.items())
+        rows = np.fromiter((i for i, _ in changed), dtype=np.int64, count=len(changed))
+        sizes = np.fromiter((len(idx) for _, (idx, _, _) in changed), dtype=np.int64, count=len(changed))
+        lengths = np.zeros(n, dtype=np.int64)
+        lengths[:base_n] = np.diff(self._indptr[: base_n + 1])
+        base_rows = np.repeat(np.arange(base_n, dtype=np.int64), lengths[:base_n])
+        kept = np.ones(base_n, dtype=bool)
+        kept[rows[rows < base_n]] = False
+        lengths[rows] = sizes
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        total = int(indptr[-1])
+        idx, cnt, last = np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int64)
+        old = kept[base_rows]
+        to = indptr[base_rows[old]] + (np.arange(len(base_rows), dtype=np.int64) - self._indptr[base_rows])[old]
+        idx[to], cnt[to], last[to] = self._base_idx[old], self._base_cnt[old], self._base_last[old]
+        starts = np.cumsum(sizes) - sizes
+        to = np.repeat(indptr[rows] - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        idx[to] = np.concatenate([r[0] for _, r in changed] + [_EMPTY_IDX])
+        cnt[to] = np.concatenate([r[1] for _, r in changed] + [_EMPTY_CNT])
+        last[to] = np.concatenate([r[2] for _, r in changed] + [_EMPTY_LAST])
+        self._indptr, self._base_idx, self._base_cnt, self._base_last = indptr, idx, cnt, last
+        self._base_n = n
         self._rows = {}
 
     def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts: np.ndarray | None = None) -> None:
