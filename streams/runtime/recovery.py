@@ -81,8 +81,8 @@ class Warming:
             self._done.set()
 
     async def wait(self) -> None:
-        if not self._done.is_set():
-            await asyncio.to_thread(self._done.wait)
+        while not self._done.is_set():  # polled: a thread of the default pool per waiting partition would starve it
+            await asyncio.sleep(0.02)
 
 
 class Recovery:

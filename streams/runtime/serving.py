@@ -21,8 +21,8 @@ the partitions it is the *announced owner* of:
 - a partition assigned back to the worker that announced it is covered
   the same way until it has caught up;
 - any other partition assigned here and still catching up holds its
-  queries and answers them once it is ready (those its clients have not
-  given up on by then): after a first start nobody else can answer, and
+  queries and answers them once it is ready: after a first start nobody
+  else can answer, and
   after a takeover the announced owner may be the worker that stopped. If
   that owner is alive and covering, the query gets two replies, and only
   this one reinforces.
@@ -172,12 +172,8 @@ class QueryServer:
             task.add_done_callback(self._held.discard)
 
     async def _answer_when_ready(self, record: Any) -> None:
-        if await self.recovery.wait(record.partition) and not self._given_up(record):
+        if await self.recovery.wait(record.partition):
             await self._answer(record, covering=False)
-
-    def _given_up(self, record: Any) -> bool:
-        """Whether the query's client has stopped waiting for a reply (its timeout passed)."""
-        return record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000
 
     async def _answer(self, record: Any, covering: bool) -> None:
         try:
