@@ -175,7 +175,9 @@ def evolve_consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Wri
     topics = []
     for topic in event.topics:
         members = tuple(m for m in topic.members if m in s.present)
-        if len(members) >= 2:
+        if len(members) == len(topic.members) >= 2:
+            topics.append(topic)  # every member still here: the topic as it is (a copy would equal it)
+        elif len(members) >= 2:
             topics.append(topic.model_copy(update={"members": members}))
     meta = s.meta.model_copy(update={"consolidated_to": event.timestamp})
     return (PutMeta(meta), SetTopics(tuple(topics), s.topic_ids))
