@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from typing import Collection
 
 import jieba
 import jieba.analyse
@@ -84,6 +85,18 @@ def bigrams(text: str) -> list[str]:
             if pair not in STOPWORDS and not set(pair) <= _FUNCTION_CHARS:
                 out.append(pair)
     return out
+
+
+def is_fragment(term: str, words_nearby: Collection[str] = ()) -> bool:
+    """True for a character bigram that is no word: two CJK characters that
+    jieba's dictionary does not hold as a word (its count is 0 or absent) and
+    that are not among `words_nearby` (words cut from the text it came from,
+    where jieba's model may find a name the dictionary lacks). Such a term
+    stays a retrieval feature; it is not shown to a person as a concept."""
+    if len(term) != 2 or not _CJK_RUN.fullmatch(term) or term in words_nearby:
+        return False
+    jieba.dt.check_initialized()  # the dictionary is read on first use
+    return not jieba.dt.FREQ.get(term, 0)
 
 
 def terms(text: str) -> list[str]:
