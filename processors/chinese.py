@@ -99,6 +99,14 @@ def is_fragment(term: str, words_nearby: Collection[str] = ()) -> bool:
     return not jieba.dt.FREQ.get(term, 0)
 
 
+def characters(text: str) -> list[str]:
+    """The CJK characters of `text` that are not function characters, once
+    each, in order: single characters carry meaning in Chinese (车, 猫, 牙)
+    that no word or bigram of a short text may share with the question."""
+    return list(dict.fromkeys(ch for run in cjk_runs(text) for ch in run if ch not in _FUNCTION_CHARS
+                              and ch not in STOPWORDS))
+
+
 def terms(text: str) -> list[str]:
     """Words, then bigrams: every key `text` can be found by."""
     return words(text) + bigrams(text)
