@@ -29,7 +29,7 @@ import logging
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Any
+from typing import Any, Collection
 
 import jieba
 
@@ -85,6 +85,26 @@ def bigrams(text: str) -> list[str]:
             if pair not in STOPWORDS and not set(pair) <= _FUNCTION_CHARS:
                 out.append(pair)
     return out
+
+
+def is_fragment(term: str, words_nearby: Collection[str] = ()) -> bool:
+    """True for a character bigram that is no word: two CJK characters that
+    jieba's dictionary does not hold as a word (its count is 0 or absent) and
+    that are not among `words_nearby` (words cut from the text it came from,
+    where jieba's model may find a name the dictionary lacks). Such a term
+    stays a retrieval feature; it is not shown to a person as a concept."""
+    if len(term) != 2 or not _CJK_RUN.fullmatch(term) or term in words_nearby:
+        return False
+    jieba.dt.check_initialized()  # the dictionary is read on first use
+    return not jieba.dt.FREQ.get(term, 0)
+
+
+def characters(text: str) -> list[str]:
+    """The CJK characters of `text` that are not function characters, once
+    each, in order: single characters carry meaning in Chinese (车, 猫, 牙)
+    that no word or bigram of a short text may share with the question."""
+    return list(dict.fromkeys(ch for run in cjk_runs(text) for ch in run if ch not in _FUNCTION_CHARS
+                              and ch not in STOPWORDS))
 
 
 def terms(text: str) -> list[str]:

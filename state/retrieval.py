@@ -22,6 +22,7 @@ from emgas.processors.activation import (
     spread_groups,
     top_concepts,
 )
+from emgas.processors.dialogue import weighted_parts
 from emgas.processors.errors import QueryError
 from emgas.processors.events import (
     ActivationQuery,
@@ -39,11 +40,13 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
-from emgas.processors.expansion import Lexicon, expansion_seeds, similar_seeds
+from emgas.processors import chinese
+from emgas.processors.expansion import Lexicon, character_seeds, expansion_seeds, similar_seeds
 from emgas.processors.extract import ExtractionParams, detect_language, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
+from emgas.state.characters import CharacterIndex
 from emgas.state.encoder import Encoder, model_tag, optional_encoder
 from emgas.state.semantic import VectorCache
 from emgas.state.word_store import WordStore
@@ -69,20 +72,28 @@ def find_seeds(
     view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None,
     encoder: Encoder | None = None,
 ) -> Seeds:
-    """One group per question of the query's text (`query_parts`), then one
+    """One group per question of the query's text (`query_parts`), or one
+    for a dialogue window (`processors.dialogue.weighted_parts`: each
+    utterance's seeds at its weight, the highest where they meet), then one
     of its explicit seeds: its words that are concepts of the graph start at
     1; with a `lexicon`, the words that are not seed what it relates them to
     (`processors.expansion.expansion_seeds`, each word half a seed in all);
     with an `encoder`, every word of a question not in Chinese (the model
-    is English) seeds its nearest concepts (`similar_seeds`, half a seed)."""
-    parts = [list(query_seeds(part, extraction)) for part in query_parts(query.text)] if query.text else []
-    parts.append([form for seed in query.seeds for form in (seed, normalise(seed, "en"))])
+    is English) seeds its nearest concepts (`similar_seeds`, half a seed);
+    a Chinese question's characters that none of its seeds holds seed the
+    concepts containing them (`character_seeds`, half a seed each)."""
+    dialogue = weighted_parts(query.text) if query.text else None
+    texts = (dialogue or [(part, 1.0) for part in query_parts(query.text)]) if query.text else []
+    parts = [(list(query_seeds(text, extraction)), weight) for text, weight in texts]
+    parts.append(([form for seed in query.seeds for form in (seed, normalise(seed, "en"))], 1.0))
     groups: list[dict[str, float]] = []
+    window: dict[str, float] = {}  # a dialogue window's one group
     ids: list[str] = []
     unmatched: list[str] = []
     expanded: list[str] = []
-    speakers = view.speakers() if lexicon is not None or encoder is not None else set()
-    for words in parts:
+    chinese_query = bool(query.text and chinese.cjk_runs(query.text))
+    speakers = view.speakers() if lexicon is not None or encoder is not None or chinese_query else set()
+    for number, (words, weight) in enumerate(parts):
         group = {cid: 1.0 for cid in words if cid in view.index}
         ids += group
         missing = [w for w in dict.fromkeys(words) if w not in view.index and " " not in w]
@@ -94,14 +105,36 @@ def find_seeds(
             )
             group.update(related)
             expanded += related
+        if number < len(texts) and chinese.cjk_runs(texts[number][0]):
+            for cid, start in _character_seeds(view, texts[number][0], group, speakers).items():
+                group[cid] = group.get(cid, 0.0) + start
         if encoder is not None and words and detect_language(" ".join(words), extraction) != "zh":
             similar = _similar(view, [w for w in dict.fromkeys(words) if " " not in w], encoder, group, speakers)
             for cid, start in similar.items():
                 group[cid] = group.get(cid, 0.0) + start
             expanded += similar
-        if group:
+        if dialogue is not None and number < len(dialogue):
+            for cid, start in group.items():
+                window[cid] = max(window.get(cid, 0.0), weight * start)
+        elif group:
             groups.append(group)
+    if window:
+        groups.insert(0, window)
     return Seeds(groups, *(list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)))
+
+
+_CHARACTERS = CharacterIndex()
+
+
+def _character_seeds(view: GraphView, text: str, group: dict[str, float], speakers: set[str]) -> dict[str, float]:
+    """Character seeds of a Chinese question: its characters that none of its
+    seeds holds, each reaching the concepts that contain it."""
+    held = "".join(group)
+    characters = [ch for ch in chinese.characters(text) if ch not in held]
+    return character_seeds(
+        characters, lambda ch: _CHARACTERS.containing(view, ch),
+        lambda cid: cid not in group and cid not in speakers,
+    )
 
 
 def _similar(

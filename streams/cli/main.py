@@ -23,7 +23,9 @@ from pydantic import ValidationError
 
 from emgas.processors.codec import decode_turn
 from emgas.processors.errors import CoreError, DecodeError
-from emgas.processors.events import ActivationReply, ErrorReply, QueryParams, Reply, StatsReply, Turn
+from emgas.processors.events import (
+    ActivationReply, ErrorReply, QueryParams, RankedConcept, Reply, StatsReply, Turn,
+)
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
 from emgas.state.wordnet import use_directory
@@ -229,6 +231,19 @@ def _query(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if isinstance(reply, ErrorReply) else 0
 
 
+def shown_concepts(reply: ActivationReply) -> list[RankedConcept]:
+    """The reply's concepts as a person reads them: by activation, highest
+    first (ties by id), without Chinese character bigrams that are no word
+    (they still rank passages; `processors.chinese.is_fragment`)."""
+    concepts = sorted(reply.concepts, key=lambda c: (-c.activation, c.id))
+    if all(c.text.isascii() for c in concepts):
+        return concepts
+    from emgas.processors import chinese  # jieba, only for text that may be Chinese
+
+    nearby = {w for p in reply.passages for w in chinese.words(p.text)}
+    return [c for c in concepts if not chinese.is_fragment(c.text, nearby)]
+
+
 def format_reply(reply: Reply) -> str:
     """A human-readable rendering of a reply."""
     if isinstance(reply, ErrorReply):
@@ -238,10 +253,11 @@ def format_reply(reply: Reply) -> str:
         f"seeds: {', '.join(reply.seeds) or '(none found in the graph)'}"
         f"   [{reply.iterations} iterations, {reply.timings.total_ms:.2f} ms in the worker,"
         f" graph of {reply.stats.concepts} concepts / {reply.stats.turns} turns]",
-        "concepts: " + ", ".join(f"{c.text} ({c.activation:.3f})" for c in reply.concepts),
+        "concepts: " + ", ".join(f"{c.text} ({c.activation:.3f})" for c in shown_concepts(reply)),
     ]
     if reply.expanded:
-        lines.append(f"related: {', '.join(reply.expanded)} (for {', '.join(reply.unmatched)})")
+        related = f"related: {', '.join(reply.expanded)}"
+        lines.append(f"{related} (for {', '.join(reply.unmatched)})" if reply.unmatched else related)
     for p in reply.passages:
         lines.append(f"  {p.score:6.3f}  [{p.turn_id}] {p.speaker}: {p.text}")
     if reply.empty is not None:

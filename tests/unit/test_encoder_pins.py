@@ -1,0 +1,112 @@
+"""The encoder's weights and tokenizer are pinned by sha256: a changed file is
+refused with one line, and semantic seeds are off rather than run on unknown
+weights. Every file changed here is a doctored copy in a temporary folder."""
+
+import hashlib
+import logging
+import shutil
+
+import pytest
+
+from emgas.state import encoder as enc
+
+
+@pytest.fixture
+def fresh_encoder_caches():
+    caches = (enc.encoder, enc._optional_encoder, enc.refusal)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+def installed_files():
+    if not enc.available():
+        pytest.skip("emgas[dense] is not installed: no files to copy")
+    return (
+        enc._package_dir(enc.MODEL_PACKAGE) / "model.onnx",
+        enc._package_dir(enc.TOKENIZER_PACKAGE) / enc.TOKENIZER_FILE,
+    )
+
+
+@pytest.mark.parametrize(
+    "content, accepted",
+    [
+        (b"weights", True),       # the digest pinned for it
+        (b"weights!", False),     # one byte more
+        (b"Weights", False),      # one byte changed
+        (b"", False),             # emptied
+    ],
+)
+def test_a_file_is_accepted_only_with_its_pinned_digest(tmp_path, content, accepted):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(content)
+    pinned = hashlib.sha256(b"weights").hexdigest()
+    if accepted:
+        assert enc.verified(path, pinned) == path
+    else:
+        with pytest.raises(enc.UnverifiedWeights, match="not the pinned"):
+            enc.verified(path, pinned)
+
+
+def test_a_missing_file_is_refused(tmp_path):
+    with pytest.raises(enc.UnverifiedWeights, match="missing"):
+        enc.verified(tmp_path / "tokenizer.json", enc.PINNED["tokenizer.json"])
+
+
+def test_the_installed_files_have_the_pinned_digests():
+    model, tokenizer = installed_files()
+    assert enc.sha256_of(model) == enc.PINNED["model.onnx"]
+    assert enc.sha256_of(tokenizer) == enc.PINNED["tokenizer.json"]
+
+
+@pytest.mark.parametrize("doctored", ["model", "tokenizer"])
+def test_a_doctored_copy_is_refused_by_the_encoder(tmp_path, doctored):
+    model, tokenizer = installed_files()
+    copies = {"model": tmp_path / "model.onnx", "tokenizer": tmp_path / "tokenizer.json"}
+    shutil.copyfile(model, copies["model"])
+    shutil.copyfile(tokenizer, copies["tokenizer"])
+    with copies[doctored].open("r+b") as file:  # one byte changed, the size kept
+        file.seek(100)
+        byte = file.read(1)
+        file.seek(100)
+        file.write(bytes([byte[0] ^ 0x01]))
+    with pytest.raises(enc.UnverifiedWeights, match=copies[doctored].name):
+        enc.Encoder(copies["model"], copies["tokenizer"])
+
+
+def test_with_a_doctored_tokenizer_the_memory_runs_without_semantic_seeds(
+    tmp_path, monkeypatch, caplog, fresh_encoder_caches
+):
+    model, tokenizer = installed_files()
+    model_dir, tokenizer_dir = tmp_path / "model", tmp_path / "tokenizer"
+    (tokenizer_dir / enc.TOKENIZER_FILE).parent.mkdir(parents=True)
+    model_dir.mkdir()
+    (model_dir / "model.onnx").symlink_to(model)  # the real weights, unchanged
+    text = tokenizer.read_text(encoding="utf-8")
+    (tokenizer_dir / enc.TOKENIZER_FILE).write_text(text.replace('"[UNK]"', '"[UNK ]"', 1), encoding="utf-8")
+    dirs = {enc.MODEL_PACKAGE: model_dir, enc.TOKENIZER_PACKAGE: tokenizer_dir}
+    monkeypatch.setattr(enc, "_package_dir", lambda name: dirs[name])
+    with caplog.at_level(logging.WARNING, logger=enc.__name__):
+        assert enc.optional_encoder() is None
+        assert enc.optional_encoder() is None  # decided once, said once
+    refusals = [r for r in caplog.records if r.name == enc.__name__]
+    assert len(refusals) == 1
+    assert "semantic seeds off" in refusals[0].getMessage()
+    assert "tokenizer.json" in refusals[0].getMessage()
+    assert "\n" not in refusals[0].getMessage()
+
+
+def test_with_a_doctored_model_the_dense_baselines_are_skipped_with_the_reason(
+    tmp_path, monkeypatch, fresh_encoder_caches
+):
+    from emgas.tools import evaluation
+
+    _, tokenizer = installed_files()
+    (tmp_path / "model.onnx").write_bytes(b"not the weights")
+    dirs = {enc.MODEL_PACKAGE: tmp_path, enc.TOKENIZER_PACKAGE: tokenizer.parents[len(enc.TOKENIZER_FILE.parts) - 1]}
+    monkeypatch.setattr(enc, "_package_dir", lambda name: dirs[name])
+    names, skipped = evaluation._runnable(())
+    assert "dense" not in names and "emgas" in names
+    assert "not the pinned ones" in skipped["dense"] and "model.onnx" in skipped["dense"]
