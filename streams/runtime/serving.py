@@ -154,7 +154,13 @@ class QueryServer:
             self.owners.read(record.key, record.value)
             return
         partition = record.partition
-        if record.timestamp < self._since_ms:  # its client has given up on it
+        if record.timestamp < self._since_ms:  # sent before this server started: its client has given up on it
+            return
+        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000:
+            # Its client has given up (and asked again, if it still wants an answer): answering it
+            # would only make the queries behind it wait, so that a server that fell behind
+            # (a burst, a rebalance, a starved CPU) would stay behind.
+            self.metrics.expired.inc()
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)

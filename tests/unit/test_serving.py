@@ -49,3 +49,26 @@ def test_a_worker_hands_over_until_the_new_owners_have_announced():
         return kept
 
     assert asyncio.run(scenario()) == []  # handed over
+
+
+@pytest.mark.parametrize("age_s, answered", [(0.5, True), (9.0, True), (11.0, False), (600.0, False)])
+def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
+    # Its client has given up: answering it would only delay the queries behind it.
+    import time
+
+    from emgas.streams.runtime.metrics import Metrics
+
+    settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="emgas.owners")
+    metrics = Metrics()
+    query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), metrics,  # type: ignore[arg-type]
+                               None, None, None)  # type: ignore[arg-type]
+    taken = []
+
+    async def answer(record, covering):
+        taken.append(record)
+
+    query_server._answer = answer  # type: ignore[method-assign]
+    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}")
+    asyncio.run(query_server._take("emgas.queries", record))
+    assert bool(taken) == answered
+    assert metrics.expired._value.get() == (0 if answered else 1)
