@@ -56,9 +56,13 @@ class Worker:
         """What `emgas worker` does on SIGTERM before it stops: hand the partitions
         over, then answer nothing more, before Faust stops the producer."""
         try:
-            await self.server.hand_over(lambda: leave_group(self.app), self.settings.hand_over_s)
+            await self.server.hand_over(self._leave_group, self.settings.hand_over_s)
         finally:
             await self.server.stop()
+
+    async def _leave_group(self) -> None:
+        self.recovery.on_rebalance_start()  # an agent waiting for a catch-up would hold the leave up
+        await leave_group(self.app)
 
 
 NO_HOOKS = Hooks()  # what `emgas worker` runs with

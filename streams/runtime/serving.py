@@ -199,7 +199,7 @@ class QueryServer:
         if isinstance(reply, ActivationReply):
             self.metrics.latency.observe(reply.timings.total_ms / 1000.0)
 
-    async def hand_over(self, leave_group: Callable[[], None], timeout_s: float) -> list[int]:
+    async def hand_over(self, leave_group: Callable[[], Awaitable[None]], timeout_s: float) -> list[int]:
         """Before this worker stops: leave the group, so its partitions move now,
         and keep answering them (covering) until each is announced by its new
         owner, for `timeout_s` at most. The partitions not handed over. A worker
@@ -209,7 +209,7 @@ class QueryServer:
         others = set(self.owners.latest.values()) - {self.owners.me}
         if not mine or not others:  # nobody else has ever announced a partition: no one to hand over to
             return mine
-        leave_group()
+        await leave_group()
         deadline = time.monotonic() + timeout_s
         while any(self.owners.announced_here(p) for p in mine) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

@@ -30,8 +30,12 @@ def server(me: str, announcements: dict[int, str]) -> QueryServer:
 ])
 def test_a_worker_with_no_one_to_hand_over_to_stops_at_once(announcements, leaves, kept):
     left = []
+
+    async def leave() -> None:
+        left.append(True)
+
     query_server = server("w1", announcements)
-    assert asyncio.run(query_server.hand_over(lambda: left.append(True), timeout_s=30)) == kept
+    assert asyncio.run(query_server.hand_over(leave, timeout_s=30)) == kept
     assert bool(left) == leaves and query_server.leaving
 
 
@@ -44,7 +48,10 @@ def test_a_worker_hands_over_until_the_new_owners_have_announced():
             query_server.owners.read(b"0", b"w2")
 
         announcing = asyncio.create_task(new_owner_announces())
-        kept = await query_server.hand_over(lambda: None, timeout_s=5)
+        async def leave() -> None:
+            pass
+
+        kept = await query_server.hand_over(leave, timeout_s=5)
         await announcing
         return kept
 

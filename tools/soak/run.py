@@ -147,7 +147,9 @@ class Soak:
         faults = asyncio.create_task(self._faults(client, kafka, publisher, schedule))
         try:
             await asyncio.sleep(self.options.duration_s)
-            while self._kinds_owed() and not faults.done():
+            # The load goes on through the fault under way (and, `every_kind`, the kinds still owed),
+            # so that the queries around it measure it.
+            while (self._kinds_owed() or self._fault_under_way()) and not faults.done():
                 await asyncio.sleep(0.5)
             stop.set()
             self.load_s = self.clock()
@@ -196,6 +198,10 @@ class Soak:
             record.done_s = self.clock()
             record.recovered_s = await self._recovered(client, record)
             record.details["recoveries"] = await asyncio.to_thread(self.fleet.recoveries)
+            record.over = True
+
+    def _fault_under_way(self) -> bool:
+        return bool(self.faults) and not self.faults[-1].over
 
     def _kinds_owed(self) -> bool:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
