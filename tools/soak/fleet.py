@@ -84,9 +84,10 @@ class Fleet:
             return None
 
     def not_ready(self) -> str:
-        """Which running workers' `/health` is not ready, and why (each worker's
-        partitions assigned but not caught up); "" when every one is ready."""
-        out = []
+        """What keeps the workers from serving every partition, from their `/health`:
+        a worker not ready (its partitions assigned but not caught up), a worker
+        holding no partition, a partition assigned to none; "" when none of these."""
+        out, assigned = [], set()
         for name, port in self.web_ports.items():
             if name not in self.workers:
                 continue
@@ -95,10 +96,17 @@ class Fleet:
             except (OSError, ValueError) as err:
                 out.append(f"{name}: no /health ({type(err).__name__})")
                 continue
-            if not found.get("ready"):
-                parts = found.get("partitions", {})
-                behind = sorted(set(parts.get("assigned", [])) - set(parts.get("ready", [])))
-                out.append(f"{name}: not ready (catching up {behind})" if behind else f"{name}: no assignment yet")
+            parts = found.get("partitions", {})
+            mine = set(parts.get("assigned", []))
+            assigned |= mine
+            behind = sorted(mine - set(parts.get("ready", [])))
+            if not mine:
+                out.append(f"{name}: no partition assigned")
+            elif behind or not found.get("ready"):
+                out.append(f"{name}: not ready (catching up {behind})")
+        missing = sorted(set(range(self.settings.partitions)) - assigned)
+        if missing and not out:
+            out.append(f"partitions {missing} assigned to no worker")
         return "; ".join(out)
 
     def recoveries(self) -> dict[str, dict]:

@@ -106,6 +106,8 @@ class Soak:
         self.bad: list[BadRecord] = []
         self.rss: dict[str, list[list[float]]] = {name: [] for name in names}
         self.load_s = 0.0
+        self.graphs: set[str] = set()  # the soak's graphs, once the warm-up has published to each
+        self.unanswered_graphs: list[str] = []  # graphs that did not answer at the end
         self.starts: list[list[Any]] = []  # [seconds, worker, pid] of every worker start after the first
 
     def clock(self) -> float:
@@ -137,6 +139,7 @@ class Soak:
         await publisher.run(asyncio.Event(), count=self.options.graphs)
         await publisher.settle(60)
         await wait_for_turns(client, {g: 1 for g in publisher.status}, deadline_s=180)
+        self.graphs = set(publisher.status)
 
     async def _load(self, client: MemoryClient, kafka: Any, publisher: Publisher, asker: Asker,
                     schedule: list[Planned]) -> None:
@@ -207,26 +210,38 @@ class Soak:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
 
     async def _recovered(self, client: MemoryClient, record: FaultRecord) -> float | None:
-        """When every worker is ready and every partition answers a digest query, the
-        partitions spread over every worker (None: not within the timeout). What was
-        awaited, each time it changed, goes to `record.details["awaiting"]`: [seconds, what]."""
+        """When every worker is ready, the partitions spread over every worker, and
+        every graph answers a stats query within the query timeout (None: not within
+        the recovery timeout). What was awaited, each time it changed, goes to
+        `record.details["awaiting"]`: [seconds, what].
+
+        Not digest queries: a digest hashes every graph of a partition on the
+        worker's event loop (about 2 s a partition once the graphs hold 1,200
+        turns each), so probing with them every few seconds starved the very
+        queries whose recovery it awaited."""
         deadline = time.monotonic() + self.options.recovery_timeout_s
         awaiting: list[list[Any]] = record.details.setdefault("awaiting", [])
         while time.monotonic() < deadline:
             waiting_on = await asyncio.to_thread(self.fleet.not_ready)
             if not waiting_on:
-                try:
-                    replies = await client.digests(timeout_s=3)
-                    serving = {getattr(r, "worker", None) for r in replies}
-                    if serving == set(self.names):
-                        return self.clock()
-                    waiting_on = f"digests answered by {sorted(str(w) for w in serving)} only"
-                except QueryTimeout as err:
-                    waiting_on = f"digests: {err}"
+                silent = await self._graphs_not_answering(client)
+                if not silent:
+                    return self.clock()
+                waiting_on = f"{len(silent)} graph(s) not answering within {self.options.query_timeout_s:g} s, e.g. {silent[:3]}"
             if not awaiting or awaiting[-1][1] != waiting_on:
                 awaiting.append([round(self.clock(), 1), waiting_on])
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
         return None
+
+    async def _graphs_not_answering(self, client: MemoryClient) -> list[str]:
+        async def answers(graph: str) -> bool:
+            try:
+                return isinstance(await client.stats(graph, top=0, timeout_s=self.options.query_timeout_s), StatsReply)
+            except QueryTimeout:
+                return False
+
+        graphs = sorted(self.graphs)
+        return [g for g, ok in zip(graphs, await asyncio.gather(*(answers(g) for g in graphs))) if not ok]
 
     async def _gather(self, client: MemoryClient, publisher: Publisher, asker: Asker) -> SoakRecords:
         """After the load: every worker running, every acknowledged turn awaited, then what the graphs hold."""
@@ -243,7 +258,7 @@ class Soak:
             drained = False  # some turn never came: the reconciliation says which
         self.drained = drained
         self.died = died
-        graphs = {g: await self._graph_counts(client, g, list(ids)) for g, ids in offered.items()}
+        graphs = {g: await self._graph_counts_retried(client, g, list(ids)) for g, ids in offered.items()}
         result = await replay(self.settings, self.fleet.home / "replayed", None, Selection(), verify=True,
                               from_beginning=True)
         self.replayed_graphs = sum(1 for d in result.digests if d.active)
@@ -253,6 +268,18 @@ class Soak:
             query_timeout_s=self.options.query_timeout_s,
             not_recovered=[f"{f.kind} at {f.started_s:.0f} s" for f in self.faults if f.recovered_s is None],
         )
+
+    async def _graph_counts_retried(self, client: MemoryClient, graph: str, turn_ids: list[str],
+                                    attempts: int = 3) -> GraphCounts:
+        """`_graph_counts`, asked again after a timeout; a graph that never answers is
+        a failure of the run (and holds nothing: its turns are counted as lost)."""
+        for _ in range(attempts):
+            try:
+                return await self._graph_counts(client, graph, turn_ids)
+            except QueryTimeout:
+                continue
+        self.unanswered_graphs.append(graph)
+        return GraphCounts(set(), 0, 0)
 
     async def _graph_counts(self, client: MemoryClient, graph: str, turn_ids: list[str]) -> GraphCounts:
         stats = await client.stats(graph, top=0, timeout_s=30)
@@ -290,6 +317,8 @@ class Soak:
         failures = figures["failures"]
         if self.died:
             failures.append(f"worker(s) ended by themselves: {self.died}")
+        if self.unanswered_graphs:
+            failures.append(f"graph(s) not answering at the end (their turns counted as lost): {self.unanswered_graphs}")
         if not self.drained:
             failures.append(f"not every acknowledged turn applied within {o.drain_timeout_s:g} s of the end")
         figures["faults_planned"] = len(schedule)
