@@ -171,7 +171,9 @@ class Settings(BaseSettings):
     http_token_file: Path | None = None
     """A file holding the bearer token (instead of EMGAS_HTTP_TOKEN)."""
     query_timeout_s: float = Field(default=10.0, gt=0)
-    """How long a client waits for a reply before giving up."""
+    """How long a client waits for a reply before giving up. A worker does not answer a query older than this when
+    it takes it (by the request's timestamp, so the clocks of clients and workers must agree well within it): its
+    client has given up, and answering it would delay the queries behind it."""
     max_future_s: float = Field(default=86_400.0, gt=0)
     """Turns stamped further ahead of the worker's clock go to the DLQ."""
     evict_idle_s: float = Field(default=1800.0, ge=0)

@@ -88,7 +88,8 @@ def _soak(settings: Settings, args: argparse.Namespace) -> int:
         duration_s=args.duration, rate=args.rate, queries_per_s=args.queries_per_s, query_users=args.query_users,
         graphs=args.graphs,
         workers=args.workers, fault_every_s=args.fault_every, seed=args.seed, query_timeout_s=args.query_timeout,
-        stall_s=(args.stall_min, args.stall_max), every_kind=args.every_kind,
+        stall_s=(args.stall_min, args.stall_max), every_kind=args.every_kind, worker_loglevel=args.worker_loglevel,
+        trace_memory=args.trace_memory,
     )
     figures = run_soak(settings, options, keep=args.keep)
     print_figures(figures)
@@ -160,6 +161,9 @@ COMMANDS: tuple[Command, ...] = (
         arg("--stall-max", type=float, default=20.0, help="its longest"),
         arg("--every-kind", action="store_true", help="go on past --duration until every kind of fault was done once"),
         arg("--keep", type=Path, help="keep the cluster's logs and the workers' output in this new directory"),
+        arg("--worker-loglevel", default="WARNING", help="the workers' log level (their output is kept with --keep)"),
+        arg("--trace-memory", type=Path, help="run the workers under tracemalloc (slower), each writing its heap's "
+            "growth every 20 s to DIR/<pid>.txt (`emgas.tools.memtrace`)"),
         arg("--json", type=Path, dest="json_out", help="write the figures to this file"),
     )),
     Command("simulate", "graph size under a drifting synthetic stream, with and without forgetting", _simulate, (

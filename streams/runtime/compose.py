@@ -9,7 +9,11 @@ Faust app afterwards. `emgas worker` runs what it returns
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import Any
+
+import faust
 
 from emgas.processors.extract import extractor_id
 from emgas.state.retrieval import warm_up
@@ -53,12 +57,37 @@ class Worker:
         """What `emgas worker` does on SIGTERM before it stops: hand the partitions
         over, then answer nothing more, before Faust stops the producer."""
         try:
-            await self.server.hand_over(lambda: leave_group(self.app), self.settings.hand_over_s)
+            await self.server.hand_over(self._leave_group, self.settings.hand_over_s)
         finally:
             await self.server.stop()
 
+    async def _leave_group(self) -> None:
+        self.recovery.on_rebalance_start()  # an agent waiting for a catch-up would hold the leave up
+        await leave_group(self.app)
+
 
 NO_HOOKS = Hooks()  # what `emgas worker` runs with
+
+
+class RebalanceStart(faust.Sensor):
+    """Tells `Recovery` that a rebalance began (`Recovery.on_rebalance_start`), as
+    soon as aiokafka asks for the partitions back and before Faust waits for its
+    agents. Faust calls sensors there on the consumer's own thread, so the call
+    is passed to the worker's event loop, which the first assignment makes known."""
+
+    def __init__(self, recovery: Recovery) -> None:
+        super().__init__()
+        self.recovery = recovery
+        self.worker_loop: asyncio.AbstractEventLoop | None = None
+
+    async def on_assigned(self, sender: Any, assigned: Any, **_: Any) -> None:
+        self.worker_loop = asyncio.get_running_loop()
+
+    def on_rebalance_start(self, app: Any) -> dict:
+        loop = self.worker_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.recovery.on_rebalance_start)
+        return super().on_rebalance_start(app)
 
 
 def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
@@ -83,6 +112,9 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
+    rebalances = RebalanceStart(recovery)
+    app.on_partitions_assigned.connect(rebalances.on_assigned)  # type: ignore[arg-type]
+    app.sensors.add(rebalances)
     agents = Agents(settings, states, recovery, metrics, output,
                     Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s)
     agents.register(app)

@@ -23,6 +23,10 @@ class Metrics:
         self.applied = Counter("emgas_graph_events", "Graph events applied, by type and outcome", ["type", "outcome"], registry=r)
         self.dead_letters = Counter("emgas_dead_letters", "Messages sent to the dead-letter topic, by reason", ["topic", "reason"], registry=r)
         self.queries = Counter("emgas_queries", "Requests answered, by type and result", ["type", "result"], registry=r)
+        self.expired = Counter(
+            "emgas_queries_expired", "Queries not answered because they were older than EMGAS_QUERY_TIMEOUT_S when "
+            "taken (their clients had given up)", registry=r,
+        )
         self.covered = Counter(
             "emgas_queries_covered", "Queries answered (read-only) for a partition whose new owner was catching up",
             registry=r,

@@ -109,6 +109,7 @@ class Recovery:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._checkpoints: dict[int, int] = {}
         self.assignment_seen = False  # the group has given this worker its partitions once
+        self.rebalancing = False  # from a rebalance's start until the next assignment: no catch-up starts
         self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
         # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from
         self.recoveries: dict[int, dict[str, Any]] = {}
@@ -118,21 +119,42 @@ class Recovery:
 
     async def on_assigned(self, sender: Any, assigned: Iterable[Any], **_: Any) -> None:
         self.assignment_seen = True
+        self.rebalancing = False
         for partition in self._partitions(assigned):
             self.ready(partition)
 
     async def on_revoked(self, sender: Any, revoked: Iterable[Any], **_: Any) -> None:
         for partition in self._partitions(revoked):
-            task = self._tasks.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            future = self._ready.pop(partition, None)
-            if future is not None and not future.done():
-                future.set_result(False)
+            self._revoke(partition)
+
+    def on_rebalance_start(self) -> None:
+        """A rebalance began: every partition is about to be revoked (the group's
+        protocol is eager), and Faust rejoins the group only once its agents are
+        idle, while an agent waits for its partition's catch-up. So the catch-ups
+        under way stop now, releasing the agents (their events stay in the log
+        for the partition's next owner), and none starts until the next assignment:
+        the group waits for no catch-up."""
+        self.rebalancing = True
+        for partition, future in list(self._ready.items()):
+            if not future.done():
+                self._revoke(partition)
+
+    def _revoke(self, partition: int) -> None:
+        task = self._tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        future = self._ready.pop(partition, None)
+        if future is not None and not future.done():
+            future.set_result(False)
 
     def ready(self, partition: int) -> asyncio.Future[bool]:
-        """The partition's readiness, starting its catch-up if none is under way."""
+        """The partition's readiness, starting its catch-up if none is under way
+        (during a rebalance: not ready, and none starts)."""
         future = self._ready.get(partition)
+        if future is None and self.rebalancing:
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(False)
+            return future
         if future is None:
             future = self._ready[partition] = asyncio.get_running_loop().create_future()
             self._tasks[partition] = asyncio.create_task(self._catch_up(partition, future))

@@ -159,7 +159,13 @@ class QueryServer:
             self.owners.read(record.key, record.value)
             return
         partition = record.partition
-        if record.timestamp < self._since_ms:  # its client has given up on it
+        if record.timestamp < self._since_ms:  # sent before this server started: its client has given up on it
+            return
+        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000:
+            # Its client has given up (and asked again, if it still wants an answer): answering it
+            # would only make the queries behind it wait, so that a server that fell behind
+            # (a burst, a rebalance, a starved CPU) would stay behind.
+            self.metrics.expired.inc()
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)
@@ -198,7 +204,7 @@ class QueryServer:
         if isinstance(reply, ActivationReply):
             self.metrics.latency.observe(reply.timings.total_ms / 1000.0)
 
-    async def hand_over(self, leave_group: Callable[[], None], timeout_s: float) -> list[int]:
+    async def hand_over(self, leave_group: Callable[[], Awaitable[None]], timeout_s: float) -> list[int]:
         """Before this worker stops: leave the group, so its partitions move now,
         and keep answering them (covering) until each is announced by its new
         owner, for `timeout_s` at most. The partitions not handed over. A worker
@@ -208,7 +214,7 @@ class QueryServer:
         others = set(self.owners.latest.values()) - {self.owners.me}
         if not mine or not others:  # nobody else has ever announced a partition: no one to hand over to
             return mine
-        leave_group()
+        await leave_group()
         deadline = time.monotonic() + timeout_s
         while any(self.owners.announced_here(p) for p in mine) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

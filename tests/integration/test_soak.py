@@ -35,3 +35,19 @@ def test_a_short_soak_with_every_fault_loses_nothing(tmp_path):
     assert figures["failures"] == []
     for worker, level in figures["rss_summary"].items():
         assert level["peak_mib"] <= RSS_GROWTH_LIMIT * level["first_mib"], (worker, level)
+
+
+def test_a_soak_that_loses_a_turn_fails(tmp_path):
+    # A test-only hook records one turn as acknowledged but never sends it: the
+    # reconciliation must find it lost, and the soak fail on it.
+    require_kafka()
+    options = SoakOptions(
+        duration_s=8, rate=20, queries_per_s=2, query_users=2, graphs=4, fault_every_s=1_000, seed=37,
+        drop_turns=1, drain_timeout_s=10,
+    )
+    figures = run_soak(Settings(home=tmp_path / "home"), options)
+    assert figures["faults"] == []
+    assert figures["turns_acknowledged"] == figures["turns_applied"] + 1
+    assert figures["turns_lost"] == 1 and figures["turns_applied_twice"] == 0
+    assert not figures["ok"]
+    assert any("never applied" in failure for failure in figures["failures"]), figures["failures"]

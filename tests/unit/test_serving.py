@@ -31,8 +31,12 @@ def server(me: str, announcements: dict[int, str]) -> QueryServer:
 ])
 def test_a_worker_with_no_one_to_hand_over_to_stops_at_once(announcements, leaves, kept):
     left = []
+
+    async def leave() -> None:
+        left.append(True)
+
     query_server = server("w1", announcements)
-    assert asyncio.run(query_server.hand_over(lambda: left.append(True), timeout_s=30)) == kept
+    assert asyncio.run(query_server.hand_over(leave, timeout_s=30)) == kept
     assert bool(left) == leaves and query_server.leaving
 
 
@@ -45,7 +49,10 @@ def test_a_worker_hands_over_until_the_new_owners_have_announced():
             query_server.owners.read(b"0", b"w2")
 
         announcing = asyncio.create_task(new_owner_announces())
-        kept = await query_server.hand_over(lambda: None, timeout_s=5)
+        async def leave() -> None:
+            pass
+
+        kept = await query_server.hand_over(leave, timeout_s=5)
         await announcing
         return kept
 
@@ -79,6 +86,7 @@ class _Recovery:
 def test_who_answers_a_query_and_when(partition, announced, now, later):
     query_server = server("w1", {} if announced is None else {partition: announced})
     query_server.settings.queries_topic, query_server.settings.owners_topic = "q", "o"
+    query_server.settings.query_timeout_s = 10.0
     query_server.recovery = recovery = _Recovery()
     answered: list[tuple[str, bool]] = []
 
@@ -99,3 +107,26 @@ def test_who_answers_a_query_and_when(partition, announced, now, later):
         return before, answered[len(before):]
 
     assert asyncio.run(scenario()) == (now, later)
+
+
+@pytest.mark.parametrize("age_s, answered", [(0.5, True), (9.0, True), (11.0, False), (600.0, False)])
+def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
+    # Its client has given up: answering it would only delay the queries behind it.
+    import time
+
+    from emgas.streams.runtime.metrics import Metrics
+
+    settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="emgas.owners")
+    metrics = Metrics()
+    query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), metrics,  # type: ignore[arg-type]
+                               None, None, None)  # type: ignore[arg-type]
+    taken = []
+
+    async def answer(record, covering):
+        taken.append(record)
+
+    query_server._answer = answer  # type: ignore[method-assign]
+    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}")
+    asyncio.run(query_server._take("emgas.queries", record))
+    assert bool(taken) == answered
+    assert metrics.expired._value.get() == (0 if answered else 1)

@@ -64,6 +64,7 @@ class FaultRecord:
     started_s: float
     done_s: float = 0.0  # the fault's action over (restarted, resumed, sent)
     recovered_s: float | None = None  # every worker ready and every partition answering again
+    over: bool = False  # recovered, or given up on
     details: dict[str, Any] = field(default_factory=dict)
 
     def window(self, settle_s: float) -> tuple[float, float]:

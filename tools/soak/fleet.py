@@ -29,12 +29,15 @@ class Fleet:
     cluster: KafkaCluster
     home: Path
     env: dict[str, str] = field(default_factory=dict)  # more settings for every worker
+    command: list[str] | None = None  # another worker command line (`emgas.tools.memtrace`), or `emgas worker`
+    loglevel: str = "WARNING"  # the workers' (their output: `<home>/<name>.log`)
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     web_ports: dict[str, int] = field(default_factory=dict)
     stalled: set[int] = field(default_factory=set)  # node ids under SIGSTOP
 
     @classmethod
-    def start(cls, settings: Settings, home: Path, nodes: int = 3, env: dict[str, str] | None = None) -> "Fleet":
+    def start(cls, settings: Settings, home: Path, nodes: int = 3, env: dict[str, str] | None = None,
+              command: list[str] | None = None, loglevel: str = "WARNING") -> "Fleet":
         """The cluster up with every topic created (replication `nodes`, min.insync.replicas 2); no worker yet."""
         java, jars = find_java(), kafka_jars(settings)
         if java is None or jars is None:
@@ -42,7 +45,8 @@ class Fleet:
         cluster = KafkaCluster.create(home / "kafka", jars, java, size=nodes, heap=BROKER_HEAP)
         replicated = settings.model_copy(update={"replication_factor": nodes, "home": home})
         start_with_topics(cluster, replicated)
-        return cls(replicated.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home, dict(env or {}))
+        return cls(replicated.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home, dict(env or {}),
+                   command, loglevel)
 
     # workers
 
@@ -50,7 +54,8 @@ class Fleet:
         """Start (or start again) worker `name` on its own state directory; its PID."""
         self.web_ports[name] = free_port()
         self.workers[name] = start_worker(self.settings, self.home / f"{name}.log", name=name,
-                                          web_port=self.web_ports[name], env=self.env)
+                                          web_port=self.web_ports[name], env=self.env, command=self.command,
+                                          loglevel=self.loglevel)
         return self.workers[name].pid
 
     def kill_worker(self, name: str) -> None:
@@ -78,12 +83,31 @@ class Fleet:
         except OSError:
             return None
 
-    def workers_ready(self) -> bool:
-        """Every running worker's `/health` says ready (all its partitions caught up)."""
-        try:
-            return all(health(port)["ready"] for name, port in self.web_ports.items() if name in self.workers)
-        except (OSError, ValueError, KeyError):
-            return False
+    def not_ready(self) -> str:
+        """What keeps the workers from serving every partition, from their `/health`:
+        a worker not ready (its partitions assigned but not caught up), a worker
+        holding no partition, a partition assigned to none; "" when none of these."""
+        out, assigned = [], set()
+        for name, port in self.web_ports.items():
+            if name not in self.workers:
+                continue
+            try:
+                found = health(port)
+            except (OSError, ValueError) as err:
+                out.append(f"{name}: no /health ({type(err).__name__})")
+                continue
+            parts = found.get("partitions", {})
+            mine = set(parts.get("assigned", []))
+            assigned |= mine
+            behind = sorted(mine - set(parts.get("ready", [])))
+            if not mine:
+                out.append(f"{name}: no partition assigned")
+            elif behind or not found.get("ready"):
+                out.append(f"{name}: not ready (catching up {behind})")
+        missing = sorted(set(range(self.settings.partitions)) - assigned)
+        if missing and not out:
+            out.append(f"partitions {missing} assigned to no worker")
+        return "; ".join(out)
 
     def recoveries(self) -> dict[str, dict]:
         """Each running worker's last catch-up per partition (`/health`: seconds, records read)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from emgas.tools.harness import percentile, wait_for_turns, wait_for_workers
 from emgas.tools.soak.faults import KINDS, FaultRecord, Planned, act, plan, target
 from emgas.tools.soak.fleet import Fleet
 from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, SoakRecords, reconcile
-from emgas.tools.soak.traffic import Asker, Publisher, bad_records, committed_past, interleaved, producer, send_bad
+from emgas.tools.soak.traffic import Ask, Asker, Publisher, bad_records, committed_past, interleaved, producer, send_bad
 from emgas.tools.synthetic import Shape, conversations
 
 LEVEL_AT_S = 120.0  # RSS levels are compared with the level this long into a process's stretch
@@ -62,6 +63,10 @@ class SoakOptions:
     partitions: int = 8
     every_kind: bool = False  # go on past duration_s until every kind of fault was done once
     worker_env: dict[str, str] = field(default_factory=dict)
+    worker_loglevel: str = "WARNING"
+    trace_memory: Path | None = None  # workers run under `emgas.tools.memtrace`, writing their heap's growth here
+    trace_memory_every_s: float = 20.0
+    drop_turns: int = 0  # test-only: turns recorded as acknowledged but never sent (`Publisher.drop`)
 
 
 def run_soak(settings: Settings, options: SoakOptions, keep: Path | None = None) -> dict[str, Any]:
@@ -75,7 +80,11 @@ def run_soak(settings: Settings, options: SoakOptions, keep: Path | None = None)
     level = kafka_logs.level
     kafka_logs.setLevel(logging.CRITICAL)  # the faults are on purpose: the clients' reconnect warnings are noise here
     try:
-        fleet = Fleet.start(base, home, env=options.worker_env)
+        env, command = dict(options.worker_env), None
+        if options.trace_memory is not None:
+            env.update(EMGAS_MEMTRACE_DIR=str(options.trace_memory), EMGAS_MEMTRACE_EVERY_S=str(options.trace_memory_every_s))
+            command = [sys.executable, "-m", "emgas.tools.memtrace", "worker"]
+        fleet = Fleet.start(base, home, env=env, command=command, loglevel=options.worker_loglevel)
         names = [f"worker-{i + 1}" for i in range(options.workers)]
         for name in names:
             fleet.start_worker(name)
@@ -97,6 +106,8 @@ class Soak:
         self.bad: list[BadRecord] = []
         self.rss: dict[str, list[list[float]]] = {name: [] for name in names}
         self.load_s = 0.0
+        self.graphs: set[str] = set()  # the soak's graphs, once the warm-up has published to each
+        self.unanswered_graphs: list[str] = []  # graphs that did not answer at the end
         self.starts: list[list[Any]] = []  # [seconds, worker, pid] of every worker start after the first
 
     def clock(self) -> float:
@@ -113,7 +124,7 @@ class Soak:
         await kafka.start()
         try:
             async with MemoryClient(self.settings) as client:
-                publisher = Publisher(self.settings, kafka, turns, o.rate)
+                publisher = Publisher(self.settings, kafka, turns, o.rate, drop=o.drop_turns, drop_from=o.graphs)
                 await self._warm_up(client, publisher)
                 asker = Asker(client, publisher.texts, o.queries_per_s, o.query_timeout_s, self.clock, o.query_users)
                 await self._load(client, kafka, publisher, asker, schedule)
@@ -128,6 +139,7 @@ class Soak:
         await publisher.run(asyncio.Event(), count=self.options.graphs)
         await publisher.settle(60)
         await wait_for_turns(client, {g: 1 for g in publisher.status}, deadline_s=180)
+        self.graphs = set(publisher.status)
 
     async def _load(self, client: MemoryClient, kafka: Any, publisher: Publisher, asker: Asker,
                     schedule: list[Planned]) -> None:
@@ -138,7 +150,9 @@ class Soak:
         faults = asyncio.create_task(self._faults(client, kafka, publisher, schedule))
         try:
             await asyncio.sleep(self.options.duration_s)
-            while self._kinds_owed() and not faults.done():
+            # The load goes on through the fault under way (and, `every_kind`, the kinds still owed),
+            # so that the queries around it measure it.
+            while (self._kinds_owed() or self._fault_under_way()) and not faults.done():
                 await asyncio.sleep(0.5)
             stop.set()
             self.load_s = self.clock()
@@ -185,26 +199,49 @@ class Soak:
             else:
                 await asyncio.to_thread(act, self.fleet, fault, record)
             record.done_s = self.clock()
-            record.recovered_s = await self._recovered(client)
+            record.recovered_s = await self._recovered(client, record)
             record.details["recoveries"] = await asyncio.to_thread(self.fleet.recoveries)
+            record.over = True
+
+    def _fault_under_way(self) -> bool:
+        return bool(self.faults) and not self.faults[-1].over
 
     def _kinds_owed(self) -> bool:
         return self.options.every_kind and bool(set(KINDS) - {f.kind for f in self.faults})
 
-    async def _recovered(self, client: MemoryClient) -> float | None:
-        """When every worker is ready and every partition answers a digest query, the
-        partitions spread over every worker (None: not within the timeout)."""
+    async def _recovered(self, client: MemoryClient, record: FaultRecord) -> float | None:
+        """When every worker is ready, the partitions spread over every worker, and
+        every graph answers a stats query within the query timeout (None: not within
+        the recovery timeout). What was awaited, each time it changed, goes to
+        `record.details["awaiting"]`: [seconds, what].
+
+        Not digest queries: a digest hashes every graph of a partition on the
+        worker's event loop (about 2 s a partition once the graphs hold 1,200
+        turns each), so probing with them every few seconds starved the very
+        queries whose recovery it awaited."""
         deadline = time.monotonic() + self.options.recovery_timeout_s
+        awaiting: list[list[Any]] = record.details.setdefault("awaiting", [])
         while time.monotonic() < deadline:
-            if await asyncio.to_thread(self.fleet.workers_ready):
-                try:
-                    replies = await client.digests(timeout_s=3)
-                    if {getattr(r, "worker", None) for r in replies} == set(self.names):
-                        return self.clock()
-                except QueryTimeout:
-                    pass
-            await asyncio.sleep(0.2)
+            waiting_on = await asyncio.to_thread(self.fleet.not_ready)
+            if not waiting_on:
+                silent = await self._graphs_not_answering(client)
+                if not silent:
+                    return self.clock()
+                waiting_on = f"{len(silent)} graph(s) not answering within {self.options.query_timeout_s:g} s, e.g. {silent[:3]}"
+            if not awaiting or awaiting[-1][1] != waiting_on:
+                awaiting.append([round(self.clock(), 1), waiting_on])
+            await asyncio.sleep(0.5)
         return None
+
+    async def _graphs_not_answering(self, client: MemoryClient) -> list[str]:
+        async def answers(graph: str) -> bool:
+            try:
+                return isinstance(await client.stats(graph, top=0, timeout_s=self.options.query_timeout_s), StatsReply)
+            except QueryTimeout:
+                return False
+
+        graphs = sorted(self.graphs)
+        return [g for g, ok in zip(graphs, await asyncio.gather(*(answers(g) for g in graphs))) if not ok]
 
     async def _gather(self, client: MemoryClient, publisher: Publisher, asker: Asker) -> SoakRecords:
         """After the load: every worker running, every acknowledged turn awaited, then what the graphs hold."""
@@ -221,7 +258,7 @@ class Soak:
             drained = False  # some turn never came: the reconciliation says which
         self.drained = drained
         self.died = died
-        graphs = {g: await self._graph_counts(client, g, list(ids)) for g, ids in offered.items()}
+        graphs = {g: await self._graph_counts_retried(client, g, list(ids)) for g, ids in offered.items()}
         result = await replay(self.settings, self.fleet.home / "replayed", None, Selection(), verify=True,
                               from_beginning=True)
         self.replayed_graphs = sum(1 for d in result.digests if d.active)
@@ -231,6 +268,18 @@ class Soak:
             query_timeout_s=self.options.query_timeout_s,
             not_recovered=[f"{f.kind} at {f.started_s:.0f} s" for f in self.faults if f.recovered_s is None],
         )
+
+    async def _graph_counts_retried(self, client: MemoryClient, graph: str, turn_ids: list[str],
+                                    attempts: int = 3) -> GraphCounts:
+        """`_graph_counts`, asked again after a timeout; a graph that never answers is
+        a failure of the run (and holds nothing: its turns are counted as lost)."""
+        for _ in range(attempts):
+            try:
+                return await self._graph_counts(client, graph, turn_ids)
+            except QueryTimeout:
+                continue
+        self.unanswered_graphs.append(graph)
+        return GraphCounts(set(), 0, 0)
 
     async def _graph_counts(self, client: MemoryClient, graph: str, turn_ids: list[str]) -> GraphCounts:
         stats = await client.stats(graph, top=0, timeout_s=30)
@@ -268,13 +317,15 @@ class Soak:
         failures = figures["failures"]
         if self.died:
             failures.append(f"worker(s) ended by themselves: {self.died}")
+        if self.unanswered_graphs:
+            failures.append(f"graph(s) not answering at the end (their turns counted as lost): {self.unanswered_graphs}")
         if not self.drained:
             failures.append(f"not every acknowledged turn applied within {o.drain_timeout_s:g} s of the end")
         figures["faults_planned"] = len(schedule)
         figures["fault_kinds_done"] = sorted({f.kind for f in self.faults})
         figures["fault_kinds_missing"] = sorted(set(KINDS) - {f.kind for f in self.faults})
-        figures.update(query_figures(asker.attempts, asker.asks, self.faults, o.settle_s, self.clock()))
-        figures["faults"] = [fault_figures(f, asker.asks, o.settle_s, self.clock()) for f in self.faults]
+        figures.update(query_figures(asker.attempts, asker.asks, self.faults, o.settle_s))
+        figures["faults"] = [fault_figures(f, asker.asks, o.settle_s) for f in self.faults]
         figures["longest_unanswered_s_by_kind"] = {
             kind: max(f["longest_unanswered_s"] for f in figures["faults"] if f["kind"] == kind)
             for kind in figures["fault_kinds_done"]
@@ -295,8 +346,8 @@ def in_any(t: float, windows: list[tuple[float, float]]) -> bool:
     return any(start <= t <= end for start, end in windows)
 
 
-def query_figures(attempts: list[Attempt], asks: list[tuple[str, float, float | None]], faults: list[FaultRecord],
-                  settle_s: float, now: float) -> dict[str, Any]:
+def query_figures(attempts: list[Attempt], asks: list[Ask], faults: list[FaultRecord],
+                  settle_s: float) -> dict[str, Any]:
     """Success and latency of the query attempts in and out of the fault windows."""
     windows = [f.window(settle_s) for f in faults]
     out: dict[str, Any] = {"query_attempts": len(attempts), "queries_asked": len(asks)}
@@ -307,20 +358,20 @@ def query_figures(attempts: list[Attempt], asks: list[tuple[str, float, float | 
         out[f"query_p50_ms_{name}"] = round(percentile(answered, 0.5), 1) if answered else None
         out[f"query_p99_ms_{name}"] = round(percentile(answered, 0.99), 1) if answered else None
         out[f"query_attempts_{name}"] = len(chosen)
-    waits = [(end if end is not None else now) - first for _, first, end in asks]
-    out["longest_unanswered_s"] = round(max(waits), 2) if waits else None
-    slowest = sorted(zip(waits, asks), key=lambda pair: -pair[0])[:10]
-    out["slowest_asks"] = [[graph, round(first, 1), round(wait, 2), end is not None] for wait, (graph, first, end) in slowest]
+    out["longest_unanswered_s"] = round(max(a.wait_s for a in asks), 2) if asks else None
+    slowest = sorted(asks, key=lambda a: -a.wait_s)[:10]
+    # An ask not answered was given up when the load stopped: its wait is a lower bound.
+    out["slowest_asks"] = [[a.graph, round(a.first_s, 1), round(a.wait_s, 2), a.answered] for a in slowest]
     out["unanswered_outside_faults"] = [[round(a.sent_s, 1), round(a.took_s, 2), a.outcome] for a in attempts
                                         if a.outcome != "answered" and not in_any(a.sent_s, windows)][:100]
     return out
 
 
-def fault_figures(fault: FaultRecord, asks: list[tuple[str, float, float | None]], settle_s: float,
-                  now: float) -> dict[str, Any]:
-    """A fault, and the longest a query first asked in its window waited for its answer."""
+def fault_figures(fault: FaultRecord, asks: list[Ask], settle_s: float) -> dict[str, Any]:
+    """A fault, and the longest a query first asked in its window waited for its answer
+    (or, not answered, until the load stopped)."""
     start, end = fault.window(settle_s)
-    waits = [(answered if answered is not None else now) - first for _, first, answered in asks if start <= first <= end]
+    waits = [a.wait_s for a in asks if start <= a.first_s <= end]
     return {
         "kind": fault.kind, "target": fault.target, "at_s": round(fault.started_s, 1),
         "done_s": round(fault.done_s, 1),

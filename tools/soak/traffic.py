@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import cycle
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from aiokafka import AIOKafkaProducer
 
@@ -57,6 +57,10 @@ class Publisher:
     pending: set[asyncio.Task[None]] = field(default_factory=set)
     sent: int = 0  # turns handed to Kafka so far
     errors: Counter[str] = field(default_factory=Counter)  # failed publishes by exception type
+    # Test-only: this many turns, from the `drop_from`-th on, are recorded as acknowledged but never
+    # sent (a broker that acknowledged and lost them): the reconciliation must find them lost.
+    drop: int = 0
+    drop_from: int = 0
 
     async def run(self, stop: asyncio.Event, count: int | None = None) -> None:
         """Publish until `stop` is set, the turns run out or `count` more are sent."""
@@ -67,6 +71,10 @@ class Publisher:
             for turn in batch:
                 self.status.setdefault(turn.graph_id, {})
                 self.sent += 1
+                if self.drop > 0 and self.sent > self.drop_from:
+                    self.drop -= 1
+                    self.status[turn.graph_id][turn.turn_id] = ACKED
+                    continue
                 try:
                     future = await self.kafka.send(self.settings.turns_topic, encode(turn), key=turn.graph_id.encode())
                 except Exception as exc:  # noqa: BLE001 - refused before it was sent: unacknowledged
@@ -137,6 +145,19 @@ async def send_bad(settings: Settings, kafka: AIOKafkaProducer, burst: list[tupl
     return sent
 
 
+class Ask(NamedTuple):
+    """A query, from its first attempt until it was answered or, at the end of the load, given up."""
+
+    graph: str
+    first_s: float
+    end_s: float
+    answered: bool
+
+    @property
+    def wait_s(self) -> float:
+        return self.end_s - self.first_s
+
+
 @dataclass
 class Asker:
     """`loops` users asking in turn over the graphs that have turns, together
@@ -153,7 +174,7 @@ class Asker:
     clock: Callable[[], float]  # seconds since the load began
     loops: int = 4
     attempts: list[Attempt] = field(default_factory=list)
-    asks: list[tuple[str, float, float | None]] = field(default_factory=list)  # (graph, first sent, answered at)
+    asks: list[Ask] = field(default_factory=list)
 
     async def run(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._user(k, stop) for k in range(self.loops)))
@@ -177,10 +198,10 @@ class Asker:
             outcome = await self._attempt(graph, text)
             self.attempts.append(Attempt(graph, sent, self.clock() - sent, outcome))
             if outcome == "answered":
-                self.asks.append((graph, first, self.clock()))
+                self.asks.append(Ask(graph, first, self.clock(), True))
                 return
             if stop.is_set():
-                self.asks.append((graph, first, None))
+                self.asks.append(Ask(graph, first, self.clock(), False))
                 return
             await asyncio.sleep(RETRY_PAUSE_S)
 

@@ -1,0 +1,80 @@
+"""A rebalance's start releases the agents waiting on catch-ups (`Recovery.on_rebalance_start`).
+
+Faust rejoins the group only once its agents are idle, and an agent waits
+for its partition's catch-up: without this, the whole group waits for the
+longest catch-up of any member (up to the rebalance timeout, 60 s)."""
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from emgas.streams.runtime import recovery as recovery_module
+from emgas.streams.runtime.compose import RebalanceStart
+from emgas.streams.runtime.recovery import Recovery
+from emgas.streams.settings import Settings
+
+SETTINGS = Settings()
+TOPIC = SETTINGS.graph_events_topic
+
+
+class SlowRecovery(Recovery):
+    """A catch-up that takes until `release` is set (partition 1: none at all)."""
+
+    def __init__(self) -> None:
+        super().__init__(SETTINGS, SimpleNamespace(get=lambda partition: None))
+        self.release = asyncio.Event()
+        self.started: list[int] = []
+
+    async def _read_to_end(self, partition: int) -> int:
+        self.started.append(partition)
+        if partition != 1:
+            await self.release.wait()
+        return 0
+
+
+def tps(*partitions: int) -> list[SimpleNamespace]:
+    return [SimpleNamespace(topic=TOPIC, partition=p) for p in partitions]
+
+
+@pytest.fixture(autouse=True)
+def no_vectors(monkeypatch):
+    monkeypatch.setattr(recovery_module, "warm_graphs", lambda state, params: None)
+
+
+async def test_a_rebalance_start_releases_agents_waiting_on_catch_ups_and_starts_none():
+    recovery = SlowRecovery()
+    await recovery.on_assigned(None, tps(0, 1))
+    assert await recovery.wait(1) is True  # caught up at once
+    agent = asyncio.create_task(recovery.wait(0))  # an agent waiting for partition 0's catch-up
+    await asyncio.sleep(0.01)
+    assert not agent.done()
+
+    recovery.on_rebalance_start()
+
+    assert await asyncio.wait_for(agent, 1) is False  # released: Faust can rejoin
+    assert recovery.ready_partitions() == [1]  # a caught-up partition serves until it is revoked
+    assert await recovery.wait(2) is False and recovery.started == [0, 1]  # no catch-up starts meanwhile
+    await recovery.on_revoked(None, tps(0, 1))
+    await recovery.on_assigned(None, tps(0, 2))
+    await asyncio.sleep(0.01)
+    assert sorted(recovery.started) == [0, 0, 1, 2]  # the assignment starts them again
+    recovery.release.set()
+    assert await recovery.wait(0) is True and await recovery.wait(2) is True
+
+
+async def test_the_sensor_passes_a_rebalance_start_from_the_consumer_thread_to_the_worker_loop():
+    recovery = SlowRecovery()
+    sensor = RebalanceStart(recovery)
+    sensor.on_rebalance_start(None)  # before the first assignment: nothing to release, no loop known
+    assert recovery.rebalancing is False
+    await sensor.on_assigned(None, tps(0))
+    thread = threading.Thread(target=sensor.on_rebalance_start, args=(None,))
+    thread.start()
+    thread.join()
+    for _ in range(100):
+        if recovery.rebalancing:
+            break
+        await asyncio.sleep(0.01)
+    assert recovery.rebalancing is True
