@@ -136,3 +136,21 @@ def character_seeds(
         for concept in found:
             seeds[concept] = seeds.get(concept, 0.0) + mass / len(found)
     return seeds
+
+
+# Everyday verbs (and category words WordNet files elsewhere) whose answer is
+# a noun of another category: "where do I live?" is answered by a flat or a
+# house, "what sport am I doing?" by a race. A query word here also seeds
+# what its categories name (`related_concepts`), like a word the graph lacks.
+CATEGORIES_OF = {
+    "live": ("housing",), "dwell": ("housing",), "reside": ("housing",),
+    "sport": ("race", "game"), "exercise": ("race",), "train": ("race",),
+    "visit": ("visitor",), "stay": ("visitor",),
+}
+
+
+def category_seeds(words: Sequence[str], lexicon: Lexicon, is_concept: Callable[[str], bool]) -> dict[str, float]:
+    """concept -> starting activation for the query words of CATEGORIES_OF:
+    each category's related concepts, as `expansion_seeds` gives them."""
+    categories = [c for w in dict.fromkeys(words) for c in CATEGORIES_OF.get(w, ())]
+    return expansion_seeds(list(dict.fromkeys(categories)), lexicon, is_concept) if categories else {}

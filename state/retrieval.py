@@ -41,7 +41,7 @@ from emgas.processors.events import (
     Timings,
 )
 from emgas.processors import chinese
-from emgas.processors.expansion import Lexicon, character_seeds, expansion_seeds, similar_seeds
+from emgas.processors.expansion import Lexicon, category_seeds, character_seeds, expansion_seeds, similar_seeds
 from emgas.processors.extract import ExtractionParams, detect_language, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
@@ -105,6 +105,13 @@ def find_seeds(
             )
             group.update(related)
             expanded += related
+        if lexicon is not None:
+            # A speaker's name is no instance of a category word, only a hub.
+            named = category_seeds(
+                words, lexicon, lambda w: w in view.index and w not in group and w not in speakers,  # noqa: B023 - called here
+            )
+            group.update(named)
+            expanded += named
         if number < len(texts) and chinese.cjk_runs(texts[number][0]):
             for cid, start in _character_seeds(view, texts[number][0], group, speakers).items():
                 group[cid] = group.get(cid, 0.0) + start

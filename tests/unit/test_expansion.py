@@ -336,3 +336,31 @@ def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the
     cached.write_bytes(b"not a cache")
     broken = WordNet.load(source, cache)
     assert len(parses) == 2 and broken.index == first.index and "unreadable" in caplog.text
+
+
+@needs_wordnet
+@pytest.mark.parametrize(
+    ("words", "graph", "reached"),
+    [
+        (["live"], {"flat", "leeds", "live"}, {"flat"}),  # dwelling: a flat, a house
+        (["live"], {"house", "cabin"}, {"house", "cabin"}),
+        (["sport"], {"marathon", "payroll"}, {"marathon"}),  # a race is the sport asked about
+        (["stay"], {"guest", "sofa"}, {"guest"}),
+        (["cat"], {"flat", "marathon"}, set()),  # not a verb of these kinds
+    ],
+)
+def test_verbs_of_dwelling_sport_and_visiting_reach_their_nouns(words, graph, reached):
+    from emgas.processors.expansion import category_seeds
+
+    assert set(category_seeds(words, wordnet(), graph.__contains__)) == reached
+
+
+@needs_wordnet
+def test_where_do_i_live_finds_the_flat_and_what_sport_the_race():
+    memory = _memory(
+        "My sister Mina lives in Leeds and bakes bread.", "Our flat in Bristol has a leak in the kitchen.",
+        "I am training for the Bristol half marathon in October.", "Payroll at month end is stressful.",
+    )
+    lexicon = wordnet()
+    assert "t1" in [p.turn_id for p in _ask(memory, "Where do I live?", lexicon).passages[:3]]
+    assert _ask(memory, "What sport am I doing?", lexicon).passages[0].turn_id == "t2"
