@@ -19,7 +19,9 @@ the partitions it is the *announced owner* of:
   it has announced, and a query must reinforce at most once), and digest
   queries, which must reflect the owner's state, are left to the owner;
 - a partition assigned back to the worker that announced it is covered
-  the same way until it has caught up;
+  the same way until it has caught up, if this process served it (after a
+  restart the state is as of its last commit, not of a hand-off: it is held
+  instead, as below);
 - any other partition assigned here and still catching up holds its
   queries and answers them once it is ready: after a first start nobody
   else can answer, and
@@ -96,6 +98,9 @@ class QueryServer:
         self.to_dlq = to_dlq
         self.owners = Owners(settings.worker_name)
         self._announced: set[int] = set()
+        # Partitions this process has served: only their state is as of a hand-off. After a
+        # restart, a partition announced in an earlier life has a state as of its last commit.
+        self._served_here: set[int] = set()
         self._held: set[asyncio.Task[None]] = set()
         self.leaving = False  # set by `hand_over`: announce nothing more
         self._since_ms = 0  # queries sent before this (ms since the epoch) are not answered
@@ -169,10 +174,11 @@ class QueryServer:
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)
-        elif self.owners.announced_here(partition):  # revoked, or given back and still catching up
-            await self._answer(record, covering=True)
+        elif self.owners.announced_here(partition) and partition in self._served_here:
+            await self._answer(record, covering=True)  # revoked, or given back and still catching up
         elif partition in self.recovery.assigned_partitions():
-            # Catching up here: whoever was announced may be gone (a takeover) or never was (a first start).
+            # Catching up here: whoever was announced may be gone (a takeover), never was (a first
+            # start), or be this worker before a restart (its state then lags the log: not covered).
             task = asyncio.create_task(self._answer_when_ready(record))
             self._held.add(task)
             task.add_done_callback(self._held.discard)
@@ -235,6 +241,7 @@ class QueryServer:
                 log.warning("could not announce partition %s: %s (trying again)", partition, err)
                 return
             self._announced.add(partition)
+            self._served_here.add(partition)
             log.info("partition %s: announced as served here", partition)
 
 

@@ -76,15 +76,18 @@ class _Recovery:
         return True
 
 
-@pytest.mark.parametrize("partition, announced, now, later", [
-    (0, "w1", [("answer", False)], []),  # ready here
-    (1, "w1", [("answer", True)], []),  # announced here, catching up again: covered read-only
-    (1, "w2", [], [("answer", False)]),  # a takeover from w2 (maybe gone): held until caught up
-    (2, None, [], [("answer", False)]),  # a first start: held until caught up
-    (3, "w2", [], []),  # not ours: its owner answers
+@pytest.mark.parametrize("partition, announced, served, now, later", [
+    (0, "w1", True, [("answer", False)], []),  # ready here
+    (1, "w1", True, [("answer", True)], []),  # announced by this process, catching up again: covered read-only
+    (1, "w1", False, [], [("answer", False)]),  # announced before a restart: its state lags, held until caught up
+    (1, "w2", False, [], [("answer", False)]),  # a takeover from w2 (maybe gone): held until caught up
+    (2, None, False, [], [("answer", False)]),  # a first start: held until caught up
+    (3, "w2", False, [], []),  # not ours: its owner answers
 ])
-def test_who_answers_a_query_and_when(partition, announced, now, later):
+def test_who_answers_a_query_and_when(partition, announced, served, now, later):
     query_server = server("w1", {} if announced is None else {partition: announced})
+    if served:
+        query_server._served_here.add(partition)
     query_server.settings.queries_topic, query_server.settings.owners_topic = "q", "o"
     query_server.settings.query_timeout_s = 10.0
     query_server.recovery = recovery = _Recovery()
