@@ -24,10 +24,9 @@ the partitions it is the *announced owner* of:
   instead, as below);
 - any other partition assigned here and still catching up holds its
   queries and answers them once it is ready: after a first start nobody
-  else can answer, and
-  after a takeover the announced owner may be the worker that stopped. If
-  that owner is alive and covering, the query gets two replies, and only
-  this one reinforces.
+  else can answer, and after a takeover the announced owner may be the
+  worker that stopped. If that owner is alive and covering, the query gets
+  two replies, and only this one reinforces.
 
 A query both answer gets two replies; the client keeps the first (replies
 are matched by request id).
