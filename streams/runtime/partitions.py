@@ -75,7 +75,13 @@ class PartitionStates:
         shutil.rmtree(path)
         return RocksStore(path)
 
-    def close(self) -> None:
+    def close(self, commit: bool = True) -> None:
+        """Close every open state; `commit`: what was applied is committed first
+        (a clean stop: a restart resumes from there, and a broker that lost its
+        log meanwhile finds it in the state). A worker stopped by an error
+        commits nothing more: recovery reads the log from the last commit."""
         for worker in self._open.values():
-            worker.state.close()
+            if commit:
+                worker.state.commit()
+            worker.state.txn.close()
         self._open.clear()

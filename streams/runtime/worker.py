@@ -65,5 +65,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOO
     try:
         faust_worker.execute_from_commandline()
     finally:
+        # A clean stop commits what was applied; a crashed one leaves the store at its last commit.
+        worker.states.close(commit=not worker.fatal and worker.app.crash_reason is None)
         if worker.fatal:
             raise WorkerStopped(worker.fatal[0])

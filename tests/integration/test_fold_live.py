@@ -36,14 +36,16 @@ def offsets(port: int) -> tuple[float, float]:
 
 
 def test_sigkill_between_two_commits_under_ingest_ends_equal_to_replay(tmp_path):
-    # Each batch waits 0.4 s between applying and committing: the kill falls
-    # in that window, with applied events the store does not hold yet.
+    # Each batch waits 0.4 s between applying and committing, and commits its
+    # states (no pacing): the kill falls in that window, with applied events
+    # the store does not hold yet. (Paced commits: test_crash's kills.)
     everything = turns(8, "k")
     first, rest = everything[: len(everything) // 4], everything[len(everything) // 4:]
     port = free_port()
     with live_pipeline(tmp_path / "home", partitions=2, workers=0) as live:
         live.workers["w"] = start_worker(live.settings, tmp_path / "home" / "w.log", name="w", web_port=port,
-                                         env=rule_bug_environment(), command=hooked_worker.command(commit_hold_s=0.4))
+                                         env={**rule_bug_environment(), "EMGAS_STATE_COMMIT_INTERVAL_S": "0"},
+                                         command=hooked_worker.command(commit_hold_s=0.4))
 
         async def ingest_and_kill() -> tuple[float, float]:
             async with MemoryClient(live.settings) as client:
