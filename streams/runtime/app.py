@@ -237,7 +237,7 @@ class Agents:
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
             await checkpoint.commit(force=True)
-            refolds = await asyncio.to_thread(worker.state.refolds, graph_event)
+            refolds = await self.states.in_thread(message.partition, lambda: worker.state.refolds(graph_event))
         wall = datetime.now(timezone.utc)
         outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
@@ -246,7 +246,7 @@ class Agents:
             # Serialising a graph takes a while: off the event loop, after a
             # commit (it reads the state as of the request; queries read it too).
             await checkpoint.commit(force=True)
-            checkpoint.add(worker, await asyncio.to_thread(worker.serve_snapshots))
+            checkpoint.add(worker, await self.states.in_thread(message.partition, worker.serve_snapshots))
 
     async def tick_graphs(self) -> None:
         """Ticks due by the window (missed before a restart) or by idleness."""

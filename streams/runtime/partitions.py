@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
+from collections import Counter
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
@@ -16,6 +19,7 @@ from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.state.steps import PartitionWorker
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class PartitionStates:
@@ -37,6 +41,7 @@ class PartitionStates:
         self.name = name
         self.snapshots = snapshots
         self._open: dict[int, PartitionWorker] = {}
+        self._busy: Counter[int] = Counter()  # partition -> work on its state off the event loop
 
     def _path(self, partition: int) -> Path:
         return self.root / f"partition-{partition}"
@@ -74,6 +79,42 @@ class PartitionStates:
         store.close()
         shutil.rmtree(path)
         return RocksStore(path)
+
+    def open_partitions(self) -> list[int]:
+        return sorted(self._open)
+
+    async def in_thread(self, partition: int, work: Callable[[], T]) -> T:
+        """`work()` in a thread, the partition's state not released while it runs
+        (until the thread ends, even if the caller is cancelled meanwhile)."""
+        loop = asyncio.get_running_loop()
+        self._busy[partition] += 1
+
+        def run() -> T:
+            try:
+                return work()
+            finally:
+                try:
+                    loop.call_soon_threadsafe(self._busy.subtract, [partition])
+                except RuntimeError:  # the loop closed meanwhile: the worker is stopping
+                    pass
+
+        return await loop.run_in_executor(None, run)
+
+    def release(self, partition: int) -> bool:
+        """Commit and close the partition's state, and drop its views, once it is
+        someone else's (a revoked partition's state is kept only to cover its
+        queries until its new owner announces it): a worker's memory follows the
+        partitions it holds, not every partition it ever held. Opened again on
+        use. False if a thread works on it now (try again later)."""
+        worker = self._open.get(partition)
+        if worker is None:
+            return True
+        if self._busy[partition] > 0:
+            return False
+        del self._open[partition]
+        worker.state.commit()
+        worker.state.txn.close()
+        return True
 
     def close(self, commit: bool = True) -> None:
         """Close every open state; `commit`: what was applied is committed first

@@ -188,7 +188,8 @@ class Recovery:
         if self.warming is not None:
             await self.warming.wait()
         # Its graphs' concept vectors before its first query (the previous owner answers meanwhile).
-        await asyncio.to_thread(warm_graphs, self.states.get(partition), self.settings.activation)
+        state = self.states.get(partition)
+        await self.states.in_thread(partition, lambda: warm_graphs(state, self.settings.activation))
         self.recoveries[partition] = {
             "seconds": round(elapsed, 3), "records_read": read,
             "checkpoint": self._checkpoints.pop(partition, None),

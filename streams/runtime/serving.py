@@ -18,6 +18,9 @@ the partitions it is the *announced owner* of:
   reinforcement is appended (the new owner may answer the same query once
   it has announced, and a query must reinforce at most once), and digest
   queries, which must reflect the owner's state, are left to the owner;
+- once another worker has announced a partition revoked here, its state
+  here is committed and closed (`PartitionStates.release`): memory follows
+  the partitions a worker holds;
 - a partition assigned back to the worker that announced it is covered
   the same way until it has caught up, if this process served it (after a
   restart the state is as of its last commit, not of a hand-off: it is held
@@ -135,6 +138,7 @@ class QueryServer:
                     for record in records:
                         await self._take(tp.topic, record)
                 await self._announce()
+                self._release_handed_over()
         finally:
             for task in self._held:
                 task.cancel()
@@ -242,6 +246,19 @@ class QueryServer:
             self._announced.add(partition)
             self._served_here.add(partition)
             log.info("partition %s: announced as served here", partition)
+
+    def _release_handed_over(self) -> None:
+        """Close the state of each partition revoked here once another worker has
+        announced it: nothing is left to cover, and a worker's memory then follows
+        the partitions it holds (`PartitionStates.release`)."""
+        assigned = set(self.recovery.assigned_partitions())
+        for partition in self.states.open_partitions():
+            if partition in assigned or not self.owners.announced_elsewhere(partition):
+                continue
+            if self.states.release(partition):
+                self._served_here.discard(partition)
+                log.info("partition %s: served by %s now; its state here is closed",
+                         partition, self.owners.latest[partition])
 
 
 OWNERS_PARTITIONS = 1  # a handful of small records: one partition keeps them in order

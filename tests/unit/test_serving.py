@@ -133,3 +133,56 @@ def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
     asyncio.run(query_server._take("emgas.queries", record))
     assert bool(taken) == answered
     assert metrics.expired._value.get() == (0 if answered else 1)
+
+
+@pytest.mark.parametrize("announced, assigned, busy, released", [
+    ("w2", [], False, True),  # revoked here and announced by its new owner: closed
+    ("w1", [], False, False),  # revoked, its new owner not announced yet: kept, to cover its queries
+    (None, [], False, False),  # never announced: kept
+    ("w2", [0], False, False),  # assigned here again (catching up): kept
+    ("w2", [], True, False),  # a thread works on it: kept until it ends
+])
+def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(tmp_path, announced, assigned, busy, released):
+    from emgas.processors.graph import GraphParams
+    from emgas.streams.runtime.partitions import PartitionStates
+
+    states = PartitionStates(tmp_path, GraphParams())
+    state = states.get(0)
+    state.txn.put(b"probe", b"1")  # applied, not committed yet
+    query_server = server("w1", {} if announced is None else {0: announced})
+    query_server.states = states
+    query_server.recovery = SimpleNamespace(assigned_partitions=lambda: assigned)
+    query_server._served_here.add(0)
+    if busy:
+        states._busy[0] += 1
+    query_server._release_handed_over()
+    assert (states.open_partitions() == []) == released
+    assert (0 in query_server._served_here) != released
+    if released:
+        assert states.get(0).txn.store.get(b"probe") == b"1"  # committed before it was closed; reopened on use
+    states.close()
+
+
+def test_work_in_a_thread_keeps_a_partition_open_until_the_thread_ends(tmp_path):
+    import threading
+
+    from emgas.processors.graph import GraphParams
+    from emgas.streams.runtime.partitions import PartitionStates
+
+    states = PartitionStates(tmp_path, GraphParams())
+    states.get(0)
+    go = threading.Event()
+
+    async def scenario() -> list[bool]:
+        work = asyncio.ensure_future(states.in_thread(0, lambda: go.wait(5)))
+        await asyncio.sleep(0.05)
+        work.cancel()  # the caller gives up; the thread goes on
+        await asyncio.sleep(0.05)
+        during = states.release(0)
+        go.set()
+        while states._busy[0] > 0:
+            await asyncio.sleep(0.01)
+        return [during, states.release(0)]
+
+    assert asyncio.run(scenario()) == [False, True]
+    states.close()
