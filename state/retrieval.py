@@ -169,17 +169,19 @@ def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
             _VECTORS.serve_from(WordStore(word_vectors / f"word-vectors-{model_tag()}.sqlite3"), encoder.encode)
 
 
-def warm_graphs(state: PartitionState, params: ActivationParams) -> None:
-    """Encode (or read from the disk) the concept vectors of the graphs of
-    `state` that its catch-up loaded (at most as many as the cache keeps), so
-    that no query of a partition just taken over waits for them."""
-    encoder = optional_encoder() if params.semantic else None
-    if encoder is None:
-        return
-    loaded = state.views.loaded()  # the graphs its catch-up touched; others load (and encode) on use
-    for ref, view in list(loaded.items())[-_VECTORS.max_graphs:]:
-        if state.repo.active_version(ref.graph_id) == ref.version:
-            _VECTORS.warm(view, encoder.encode)
+def prefetch_graphs(state: PartitionState, params: ActivationParams) -> int:
+    """Hand the concept vectors of the graphs of `state` that its catch-up
+    loaded (at most as many as the cache keeps) to the background encoder
+    (`VectorCache.prefetch`), so that a partition just taken over serves at
+    once and its queries soon find every vector; the concepts handed over."""
+    if not params.semantic or optional_encoder() is None:
+        return 0
+    loaded = state.views.loaded()  # the graphs its catch-up touched; others load (and look up) on use
+    return sum(
+        _VECTORS.prefetch(view)
+        for ref, view in list(loaded.items())[-_VECTORS.max_graphs:]
+        if state.repo.active_version(ref.graph_id) == ref.version
+    )
 
 
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:

@@ -14,12 +14,12 @@ them).
 When a graph's concepts are encoded:
 - in process (evaluation, tests): on the first query that needs them, as
   the query asks (`VectorCache()`);
-- in a worker (`VectorCache(background=True)`, see `state.retrieval.warm_up`):
-  a partition's graphs when it has caught up, before it serves queries
-  (`warm`: from the disk where it can); a concept made since is looked up
-  on the next query, and if no vector of its word is known yet, encoded by
-  a background thread while that query goes on without it. So no query
-  waits for the encoder.
+- in a worker (`VectorCache.serve_from`, see `state.retrieval.warm_up`):
+  by a background thread, from the disk where it can: a partition's graphs
+  once it has caught up and serves queries (`prefetch`), and a concept
+  made since when a query first finds it without a vector (that query goes
+  on without it). So no query and no takeover waits for the encoder; a
+  query right after a takeover may have fewer semantic seeds for a moment.
 """
 
 from __future__ import annotations
@@ -145,6 +145,13 @@ class ConceptVectors:
         self._submitted.update(cid for cid in new if cid not in found)
         return self.ids, self.vectors
 
+    def prefetch(self, view: GraphView, background: Background) -> int:
+        """Hand every concept of `view` not added or handed over yet to `background`."""
+        new = [cid for cid in view.index if cid not in self.position and cid not in self._submitted]
+        background.submit(new)
+        self._submitted.update(new)
+        return len(new)
+
     def _add(self, ids: list[str], vectors: np.ndarray) -> None:
         self.position.update((cid, len(self.ids) + i) for i, cid in enumerate(ids))
         self.ids += ids
@@ -182,9 +189,16 @@ class VectorCache:
         return self.of(view.ref).current(view, self.words, encode, self.background)
 
     def warm(self, view: GraphView, encode: Encode) -> None:
-        """Every concept of `view` encoded now (from the disk where known): a
-        partition taken over is warmed before it serves its first query."""
+        """Every concept of `view` encoded now (from the disk where known)."""
         self.of(view.ref).current(view, self.words, encode)
+
+    def prefetch(self, view: GraphView) -> int:
+        """In a worker's mode: the concepts of `view` not added yet handed to
+        the background encoder (which reads the disk first), so the graph's
+        next queries find them without waiting; how many. In process: none."""
+        if self.background is None:
+            return 0
+        return self.of(view.ref).prefetch(view, self.background)
 
     def of(self, key: object) -> ConceptVectors:
         found = self._graphs.pop(key, None) or ConceptVectors()

@@ -44,7 +44,7 @@ from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
 from emgas.streams.kafka.reader import log_reader
 from emgas.state.snapshots import LogIdentity, graph_ids
-from emgas.state.retrieval import warm_graphs
+from emgas.state.retrieval import prefetch_graphs
 from emgas.state.steps import PartitionWorker
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
@@ -184,20 +184,19 @@ class Recovery:
         elapsed = time.perf_counter() - started
         if read:
             log.info("partition %s caught up: %s events in %.2f s", partition, read, elapsed)
-        warmed = time.perf_counter()
         if self.warming is not None:
             await self.warming.wait()
-        # Its graphs' concept vectors before its first query (the previous owner answers meanwhile).
-        state = self.states.get(partition)
-        await self.states.in_thread(partition, lambda: warm_graphs(state, self.settings.activation))
         self.recoveries[partition] = {
             "seconds": round(elapsed, 3), "records_read": read,
             "checkpoint": self._checkpoints.pop(partition, None),
-            "vectors_seconds": round(time.perf_counter() - warmed, 3),
         }
         self._tasks.pop(partition, None)
         if not future.done():
             future.set_result(True)
+        # Its graphs' concept vectors, by the background encoder: the partition serves meanwhile
+        # (a takeover waited 5-7 s for them in the soak when they were encoded before it served).
+        queued = prefetch_graphs(self.states.get(partition), self.settings.activation)
+        self.recoveries[partition]["vectors_queued"] = queued
 
     async def _read_to_end(self, partition: int) -> int:
         """Reconcile the state with the log, then fold the log after the

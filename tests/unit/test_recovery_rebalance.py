@@ -40,7 +40,7 @@ def tps(*partitions: int) -> list[SimpleNamespace]:
 
 @pytest.fixture(autouse=True)
 def no_vectors(monkeypatch):
-    monkeypatch.setattr(recovery_module, "warm_graphs", lambda state, params: None)
+    monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: 0)
 
 
 async def test_a_rebalance_start_releases_agents_waiting_on_catch_ups_and_starts_none():

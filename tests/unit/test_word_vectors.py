@@ -79,6 +79,22 @@ def test_in_a_worker_no_query_waits_for_the_encoder(tmp_path):
     assert "emgas-word-vectors" in encode.threads and sorted(encode.words) == ["cat", "miso", "sofa"]
 
 
+def test_a_partition_taken_over_serves_at_once_and_its_vectors_follow(tmp_path):
+    path = tmp_path / "vectors.sqlite3"
+    WordVectors(store=WordStore(path)).of(["cat"], CountingEncoder())  # known on disk already
+    cache, encode = VectorCache(), CountingEncoder()
+    cache.serve_from(WordStore(path), encode)
+    view = view_of("cat", "sofa", "miso")
+    assert cache.prefetch(view) == 3  # handed to the background encoder, none encoded on the caller's thread
+    assert cache.prefetch(view) == 0  # handed over once
+    assert cache.background is not None
+    until(cache.background.idle)
+    ids, vectors = cache.current(view, encode)
+    assert sorted(ids) == ["cat", "miso", "sofa"] and vectors.shape == (3, DIMENSIONS)
+    assert sorted(encode.words) == ["miso", "sofa"] and set(encode.threads) == {"emgas-word-vectors"}  # cat from the disk
+    assert VectorCache().prefetch(view) == 0  # in process: queries encode what they need
+
+
 def test_a_worker_finds_on_disk_what_another_encoded(tmp_path):
     path = tmp_path / "vectors.sqlite3"
     WordVectors(store=WordStore(path)).of(["cat", "sofa"], CountingEncoder())
