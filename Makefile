@@ -44,7 +44,7 @@ test: install kafka kcat browser wordnet
 docs: install
 	$(VENV)/bin/python -m emgas.tools.reference
 
-check: install
+check: install wordnet
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

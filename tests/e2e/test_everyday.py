@@ -9,17 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
-from emgas.state.wordnet import find_dir
+from tests.support.wordnet import needs_wordnet
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "everyday"
 FLOOR = 0.8  # recall@10 of the default retriever, overall and per language
 
-pytestmark = pytest.mark.skipif(
-    find_dir(os.environ.get("EMGAS_WORDNET_DIR")) is None and not os.environ.get("CI"),
-    reason="no WordNet: make wordnet (CI installs it)",
-)
+pytestmark = needs_wordnet
 
 
 def test_everyday_questions_reach_the_floor(tmp_path):

@@ -2,7 +2,6 @@
 (`tests/data/dialogue`, English and Chinese, written for the project):
 evaluated in process, with floors per language, in the fast tests."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -10,18 +9,15 @@ import pytest
 from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
-from emgas.state.wordnet import find_dir
 from emgas.tools.evaluation import evaluate
+from tests.support.wordnet import needs_wordnet
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dialogue"
 # language -> (recall@5, MRR) the default retriever must reach; measured
 # (docs/retrieval.md) and set a little below, so a real loss fails.
 FLOORS = {"dialogue-en": (0.80, 0.75), "dialogue-zh": (0.85, 0.80)}
 
-pytestmark = pytest.mark.skipif(
-    find_dir(os.environ.get("EMGAS_WORDNET_DIR")) is None and not os.environ.get("CI"),
-    reason="no WordNet: make wordnet (CI installs it)",
-)
+pytestmark = needs_wordnet
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ query words the graph lacks expanded through a lexicon, and replies that say
 why they are empty."""
 
 import functools
-import os
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -21,21 +20,16 @@ from emgas.processors.extract import ExtractionParams, extract, extractor_id, in
 from emgas.processors.graph import GraphParams
 from emgas.state.retrieval import answer, find_seeds
 from emgas.state.semantic import VectorCache
-from emgas.state.wordnet import WordNet, find_dir
+from emgas.state.wordnet import WordNet
 from emgas.tools.driver import LocalLog
 from emgas.tools.lexical import terms
+from tests.support.wordnet import WORDNET_DIR, needs_wordnet
 
 P = ExtractionParams()
 T0 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
-WORDNET = find_dir(os.environ.get("EMGAS_WORDNET_DIR"))
 @functools.cache
 def wordnet() -> WordNet:
-    return WordNet.load(WORDNET)
-
-
-needs_wordnet = pytest.mark.skipif(
-    WORDNET is None and not os.environ.get("CI"), reason="no WordNet: make wordnet (CI installs it)"
-)
+    return WordNet.load(WORDNET_DIR)
 
 
 # Chinese terms

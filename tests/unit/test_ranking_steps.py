@@ -22,6 +22,7 @@ from emgas.processors.graph import GraphParams
 from emgas.state.retrieval import answer
 from emgas.tools.driver import LocalLog
 from tests.support.factories import T0
+from tests.support.wordnet import needs_wordnet
 
 OFF = ActivationParams(context_weight=0.0, speaker_boost=0.0, session_weight=0.0)
 
@@ -158,6 +159,7 @@ MUSIC = [
 ]
 
 
+@needs_wordnet  # instrument -> clarinet is a WordNet hyponym
 def test_answer_finds_the_named_persons_reply_that_shares_no_word_with_the_question():
     log = build(MUSIC)
     question = "What instrument does Melanie play?"
