@@ -51,7 +51,7 @@ from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Re
 from emgas.streams.runtime.dlq import guarded
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.metrics import Metrics
-from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.partitions import PartitionStates, return_freed_memory
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 
@@ -250,15 +250,20 @@ class QueryServer:
     def _release_handed_over(self) -> None:
         """Close the state of each partition revoked here once another worker has
         announced it: nothing is left to cover, and a worker's memory then follows
-        the partitions it holds (`PartitionStates.release`)."""
+        the partitions it holds (`PartitionStates.release`, then the freed pages
+        handed back to the system: `return_freed_memory`)."""
         assigned = set(self.recovery.assigned_partitions())
+        released = []
         for partition in self.states.open_partitions():
             if partition in assigned or not self.owners.announced_elsewhere(partition):
                 continue
             if self.states.release(partition):
                 self._served_here.discard(partition)
+                released.append(partition)
                 log.info("partition %s: served by %s now; its state here is closed",
                          partition, self.owners.latest[partition])
+        if released:
+            return_freed_memory()
 
 
 OWNERS_PARTITIONS = 1  # a handful of small records: one partition keeps them in order

@@ -142,9 +142,15 @@ def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
     ("w2", [0], False, False),  # assigned here again (catching up): kept
     ("w2", [], True, False),  # a thread works on it: kept until it ends
 ])
-def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(tmp_path, announced, assigned, busy, released):
+def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(
+    tmp_path, monkeypatch, announced, assigned, busy, released
+):
     from emgas.processors.graph import GraphParams
+    from emgas.streams.runtime import serving
     from emgas.streams.runtime.partitions import PartitionStates
+
+    trims = []
+    monkeypatch.setattr(serving, "return_freed_memory", lambda: trims.append(1) or True)
 
     states = PartitionStates(tmp_path, GraphParams())
     state = states.get(0)
@@ -158,9 +164,19 @@ def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(tmp_
     query_server._release_handed_over()
     assert (states.open_partitions() == []) == released
     assert (0 in query_server._served_here) != released
+    assert bool(trims) == released  # the freed memory goes back to the system only when something was freed
     if released:
         assert states.get(0).txn.store.get(b"probe") == b"1"  # committed before it was closed; reopened on use
     states.close()
+
+
+def test_freed_memory_is_handed_back_where_the_c_library_can():
+    import ctypes.util
+
+    from emgas.streams.runtime.partitions import return_freed_memory
+
+    glibc = "libc.so" in (ctypes.util.find_library("c") or "")  # Linux with glibc has malloc_trim; musl and macOS not
+    assert return_freed_memory() is glibc
 
 
 def test_work_in_a_thread_keeps_a_partition_open_until_the_thread_ends(tmp_path):
