@@ -186,6 +186,13 @@ def prefetch_graphs(state: PartitionState, params: ActivationParams) -> int:
     )
 
 
+def drop_vectors(state: PartitionState) -> int:
+    """Forget the concept vectors of every graph of `state` (its partition
+    is handed over: a worker's memory follows the partitions it holds);
+    the rows dropped."""
+    return _VECTORS.drop(list(state.repo.graph_refs()))
+
+
 def seed_ids(view: GraphView, query: ActivationQuery, extraction: ExtractionParams) -> list[str]:
     """Concept ids of the query's own seeds that exist in the graph, in query order."""
     return find_seeds(view, query, extraction).ids

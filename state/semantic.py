@@ -211,6 +211,11 @@ class VectorCache:
             self._graphs.popitem(last=False)
         return found
 
+    def drop(self, keys: list[object]) -> int:
+        """Forget the vectors of these graph versions (a partition handed to
+        another worker: its graphs are no longer asked here); the rows dropped."""
+        return sum(len(g.ids) for g in (self._graphs.pop(key, None) for key in keys) if g is not None)
+
     def rows(self) -> int:
         """Concept vectors held, over every graph."""
         return sum(len(g.ids) for g in self._graphs.values())

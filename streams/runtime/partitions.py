@@ -17,6 +17,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.state.projector import PartitionState
 from emgas.state.repository import STATE_FORMAT, state_format
+from emgas.state.retrieval import drop_vectors
 from emgas.state.rocks import RocksStore
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.state.steps import PartitionWorker
@@ -127,17 +128,19 @@ class PartitionStates:
         return await loop.run_in_executor(None, run)
 
     def release(self, partition: int) -> bool:
-        """Commit and close the partition's state, and drop its views, once it is
-        someone else's (a revoked partition's state is kept only to cover its
-        queries until its new owner announces it): a worker's memory follows the
-        partitions it holds, not every partition it ever held. Opened again on
-        use. False if a thread works on it now (try again later)."""
+        """Commit and close the partition's state, and drop its views and its
+        graphs' concept vectors, once it is someone else's (a revoked
+        partition's state is kept only to cover its queries until its new owner
+        announces it): a worker's memory follows the partitions it holds, not
+        every partition it ever held. Opened again on use. False if a thread
+        works on it now (try again later)."""
         worker = self._open.get(partition)
         if worker is None:
             return True
         if self._busy[partition] > 0:
             return False
         del self._open[partition]
+        drop_vectors(worker.state)
         worker.state.commit()
         worker.state.txn.close()
         return True

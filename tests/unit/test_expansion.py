@@ -311,6 +311,22 @@ def test_the_vector_cache_drops_the_least_recently_queried_graphs_past_its_rows(
     assert cache.rows() <= len(view.index)
 
 
+def test_the_vector_cache_forgets_the_graphs_of_a_partition_handed_over():
+    from emgas.state.retrieval import _VECTORS, drop_vectors
+
+    def encode(words):
+        return np.ones((len(words), 384), dtype=np.float32)
+
+    log = _memory(DOG, BEACH)
+    view = log.state.view("g")
+    kept = _VECTORS.of("another worker's graph")
+    kept.current(view, _VECTORS.words, encode)
+    _VECTORS.of(view.ref).current(view, _VECTORS.words, encode)
+    assert drop_vectors(log.state) == len(view.index) > 0  # every graph version of the partition
+    assert drop_vectors(log.state) == 0 and _VECTORS.of("another worker's graph") is kept
+    _VECTORS.drop(["another worker's graph"])
+
+
 def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the_cache_is_broken(
     tmp_path, monkeypatch, caplog,
 ):

@@ -149,8 +149,11 @@ def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(
     from emgas.streams.runtime import serving
     from emgas.streams.runtime.partitions import PartitionStates
 
-    trims = []
+    from emgas.streams.runtime import partitions
+
+    trims, dropped = [], []
     monkeypatch.setattr(serving, "return_freed_memory", lambda: trims.append(1) or True)
+    monkeypatch.setattr(partitions, "drop_vectors", lambda state: dropped.append(state) or 0)
 
     states = PartitionStates(tmp_path, GraphParams())
     state = states.get(0)
@@ -165,6 +168,7 @@ def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(
     assert (states.open_partitions() == []) == released
     assert (0 in query_server._served_here) != released
     assert bool(trims) == released  # the freed memory goes back to the system only when something was freed
+    assert bool(dropped) == released  # and the partition's graphs' concept vectors with it
     if released:
         assert states.get(0).txn.store.get(b"probe") == b"1"  # committed before it was closed; reopened on use
     states.close()
