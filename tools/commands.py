@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 
 from emgas.streams.cli.command import Command, OneOf, arg
@@ -68,10 +69,23 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def unwind_on_sigterm() -> None:
+    """A SIGTERM raises SystemExit(143) in the main thread, so that what a
+    command started (brokers' JVMs, workers) is stopped by its `finally`
+    blocks instead of being left running (Python's default ends the process
+    at once)."""
+    signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(*_: object) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
+
+
 def _loadtest(settings: Settings, args: argparse.Namespace) -> int:
     """0 when every turn was applied and no reply was an error; 1 otherwise."""
     from emgas.tools.loadtest import run_loadtest
 
+    unwind_on_sigterm()
     figures = run_loadtest(settings, args.turns, args.queries_per_s, args.duration, args.graphs)
     for name, value in figures.items():
         print(f"{name:>24}: {value}")
@@ -91,6 +105,7 @@ def _soak(settings: Settings, args: argparse.Namespace) -> int:
         stall_s=(args.stall_min, args.stall_max), every_kind=args.every_kind, worker_loglevel=args.worker_loglevel,
         trace_memory=args.trace_memory,
     )
+    unwind_on_sigterm()
     figures = run_soak(settings, options, keep=args.keep)
     print_figures(figures)
     if args.json_out:
