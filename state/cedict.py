@@ -64,11 +64,11 @@ def parse(lines: Iterable[str]) -> dict[str, tuple[str, ...]]:
         match = _ENTRY.match(line) if not line.startswith("#") else None
         if match is None or len(match.group(2)) < 2:
             continue
-        word = senses.setdefault(match.group(2), [])
+        kept = senses.setdefault(match.group(2), [])
         for gloss in match.group(3).split("/"):
-            sense = _sense(gloss) if len(word) < FIRST_SENSES else None
-            if sense is not None and sense not in word:
-                word.append(one.setdefault(sense, sense))
+            sense = _sense(gloss) if len(kept) < FIRST_SENSES else None
+            if sense is not None and sense not in kept:
+                kept.append(one.setdefault(sense, sense))
     return {word: tuple(s) for word, s in senses.items() if s}
 
 

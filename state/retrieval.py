@@ -158,9 +158,9 @@ def _similar(
 
 def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
     """Load what query expansion needs (WordNet, CC-CEDICT, the encoder) now,
-    so the first query a worker answers does not wait for them (about 1.5 s). `word_vectors`:
-    a worker's folder for word vectors kept across processes; given, new
-    concepts are encoded in the background, never on a query
+    so the first query a worker answers does not wait for them (about 1.5 s).
+    `word_vectors`: a worker's folder for word vectors kept across processes;
+    given, new concepts are encoded in the background, never on a query
     (`state.semantic`)."""
     if params.expansion:
         default_lexicon()
