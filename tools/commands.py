@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 from pathlib import Path
 
-from emgas.streams.cli.command import Command, OneOf, arg
+from emgas.streams.cli.command import Command, OneOf, arg, unwind_on_sigterm
 from emgas.streams.settings import Settings
 from emgas.tools.baselines import NAMES as RETRIEVERS
 
@@ -67,18 +66,6 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=2))
     return 0
-
-
-def unwind_on_sigterm() -> None:
-    """A SIGTERM raises SystemExit(143) in the main thread, so that what a
-    command started (brokers' JVMs, workers) is stopped by its `finally`
-    blocks instead of being left running (Python's default ends the process
-    at once)."""
-    signal.signal(signal.SIGTERM, _raise_exit)
-
-
-def _raise_exit(*_: object) -> None:
-    raise SystemExit(128 + signal.SIGTERM)
 
 
 def _loadtest(settings: Settings, args: argparse.Namespace) -> int:

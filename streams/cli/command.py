@@ -7,6 +7,7 @@ and the tools' alike.
 from __future__ import annotations
 
 import argparse
+import signal
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,3 +50,15 @@ class Command:
 
 def arg(*flags: str, **options: Any) -> Arg:
     return Arg(flags, options)
+
+
+def unwind_on_sigterm() -> None:
+    """A SIGTERM raises SystemExit(143) in the main thread, so that what a
+    command started (a broker's JVM, workers) is stopped by its `finally`
+    blocks instead of being left running (Python's default ends the process
+    at once)."""
+    signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(*_: object) -> None:
+    raise SystemExit(128 + signal.SIGTERM)

@@ -31,7 +31,7 @@ from emgas.state.errors import StateError
 from emgas.state.wordnet import use_directory
 from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
-from emgas.streams.cli.command import Arg, Command, OneOf, arg
+from emgas.streams.cli.command import Arg, Command, OneOf, arg, unwind_on_sigterm
 from emgas.streams.errors import InputFileError, StreamsError
 from emgas.streams.settings import Settings
 
@@ -130,7 +130,7 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     kind = "kafka" if args.kafka else "mock" if args.mock else None
     # SIGTERM while Kafka starts: unwind, so that what started (the JVM) is stopped too.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    unwind_on_sigterm()
     broker = start_local_broker(settings, settings.kafka_dir, kind, mock_brokers=args.brokers)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -146,10 +146,6 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
         remove_broker_file(settings, broker)
         broker.close()
     return 0
-
-
-def _exit_on_sigterm(*_: object) -> None:
-    raise SystemExit(128 + signal.SIGTERM)
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from tests.support.wordnet import needs_wordnet
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "everyday"

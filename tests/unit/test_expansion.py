@@ -27,6 +27,8 @@ from tests.support.wordnet import WORDNET_DIR, needs_wordnet
 
 P = ExtractionParams()
 T0 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
+
+
 @functools.cache
 def wordnet() -> WordNet:
     return WordNet.load(WORDNET_DIR)

@@ -146,10 +146,8 @@ def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(
     tmp_path, monkeypatch, announced, assigned, busy, released
 ):
     from emgas.processors.graph import GraphParams
-    from emgas.streams.runtime import serving
+    from emgas.streams.runtime import partitions, serving
     from emgas.streams.runtime.partitions import PartitionStates
-
-    from emgas.streams.runtime import partitions
 
     trims, dropped = [], []
     monkeypatch.setattr(serving, "return_freed_memory", lambda: trims.append(1) or True)

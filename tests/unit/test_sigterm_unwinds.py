@@ -1,12 +1,12 @@
-"""The long-running tool commands (soak, loadtest) stop what they started
-when they are sent SIGTERM."""
+"""Commands that start processes (the broker, the soak, the load test)
+stop what they started when they are sent SIGTERM."""
 
 import subprocess
 import sys
 
 PROGRAM = """
 import os, signal, sys, time
-from emgas.tools.commands import unwind_on_sigterm
+from emgas.streams.cli.command import unwind_on_sigterm
 unwind_on_sigterm()
 try:
     os.kill(os.getpid(), signal.SIGTERM)
