@@ -32,7 +32,7 @@ from emgas.state.wordnet import use_directory
 from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
 from emgas.streams.cli.command import Arg, Command, OneOf, arg, unwind_on_sigterm
-from emgas.streams.errors import InputFileError, StreamsError
+from emgas.streams.errors import InputFileError, QueryTimeout, StreamsError
 from emgas.streams.settings import Settings
 
 
@@ -340,7 +340,14 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
 
     async def run() -> tuple[int, Reply]:
         async with MemoryClient(settings) as client:
-            return await client.forget(event), await client.stats(args.graph, top=0)
+            deadline = asyncio.get_running_loop().time() + args.wait_s
+            offset = await client.forget(event, args.wait_s)
+            while True:  # the size after it: asked again while a hand-over leaves it unanswered
+                try:
+                    return offset, await client.stats(args.graph, top=0)
+                except QueryTimeout:
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise
 
     offset, after = asyncio.run(run())
     what = "the whole graph" if event.whole_graph else "turn(s) " + ", ".join(event.turn_ids)
@@ -454,6 +461,9 @@ COMMANDS: tuple[Command, ...] = (
             arg("--turn", action="append", default=[], help="turn_id to forget (repeatable)"),
             arg("--all", action="store_true", help="the whole graph"),
         )),
+        arg("--wait-s", type=float, default=60.0, metavar="SECONDS",
+            help="how long the worker may take to apply the forget, a hand-over included (default 60); "
+                 "exit 2 if it has not (the request stays in the log and is applied when a worker runs)"),
         JSON_FLAG,
     )),
     Command("switch", "make a graph version the one queries and new turns use", _switch, (

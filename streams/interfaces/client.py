@@ -195,17 +195,24 @@ class MemoryClient:
 
     async def forget(self, event: Forget, timeout_s: float | None = None) -> int:
         """Append a forget request (see `forget_request`) and wait until the
-        graph's worker has applied it; returns its log offset."""
+        graph's worker has applied it; returns its log offset. A digest poll
+        no worker answers (a hand-over under way, a worker still starting) is
+        asked again until `timeout_s` (default: the query timeout) has passed."""
         graph_id = event.graph_id
         assert self._producer is not None, "client not started"
         sent = await self._producer.send_and_wait(self.settings.graph_events_topic, encode(event), key=graph_id.encode())
         timeout = timeout_s or self.settings.query_timeout_s
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
-            [reply] = await self.digests(graph_id, timeout)
+            poll_s = max(0.1, min(deadline - loop.time(), self.settings.query_timeout_s))
+            try:
+                [reply] = await self.digests(graph_id, poll_s)
+            except QueryTimeout:
+                reply = None
             if isinstance(reply, DigestReply) and reply.applied_offset >= sent.offset:
                 return sent.offset
-            if asyncio.get_running_loop().time() > deadline:
+            if loop.time() > deadline:
                 raise QueryTimeout(
                     f"the forget request for graph {graph_id!r} (log offset {sent.offset}) is in the log "
                     f"but was not applied within {timeout:g} s; it will be when a worker runs"
