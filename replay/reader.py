@@ -112,10 +112,9 @@ class LogReader:
         self._consumer.seek(tp, start)
         position = start
         while position < stop:
-            fetched = await self._consumer.getmany(tp, timeout_ms=int(self._timeout_s * 1000))
-            records = fetched.get(tp, [])
+            records = await self._fetch(tp)
             if not records:
-                position = await self._consumer.position(tp)
+                position = await self._position(tp)
                 if position >= stop:
                     break  # only control records (transaction markers) were left
                 raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
@@ -127,3 +126,18 @@ class LogReader:
             position = records[-1].offset + 1
             if batch:
                 yield batch
+
+    async def _fetch(self, tp: TopicPartition) -> list[Any]:
+        """The next records of `tp` (none within the timeout: []); LogUnavailable
+        for a broker error (a leader lost, an offset out of range)."""
+        try:
+            fetched = await self._consumer.getmany(tp, timeout_ms=int(self._timeout_s * 1000))
+        except KafkaError as exc:
+            raise LogUnavailable(f"{tp.topic}[{tp.partition}]: cannot fetch: {exc!r}") from None
+        return fetched.get(tp, [])
+
+    async def _position(self, tp: TopicPartition) -> int:
+        try:
+            return await asyncio.wait_for(self._consumer.position(tp), self._timeout_s)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"{tp.topic}[{tp.partition}]: no position: {exc!r}") from None

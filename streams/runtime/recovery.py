@@ -36,6 +36,8 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
+from aiokafka.errors import KafkaError
+
 from emgas.processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
 from emgas.replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
 from emgas.replay.fold import Selection
@@ -111,8 +113,9 @@ class Recovery:
         self.assignment_seen = False  # the group has given this worker its partitions once
         self.rebalancing = False  # from a rebalance's start until the next assignment: no catch-up starts
         self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
-        # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from
+        # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from, failed tries
         self.recoveries: dict[int, dict[str, Any]] = {}
+        self._failed_tries: dict[int, int] = {}
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
@@ -189,6 +192,7 @@ class Recovery:
         self.recoveries[partition] = {
             "seconds": round(elapsed, 3), "records_read": read,
             "checkpoint": self._checkpoints.pop(partition, None),
+            "failed_tries": self._failed_tries.pop(partition, 0),
         }
         self._tasks.pop(partition, None)
         if not future.done():
@@ -201,7 +205,10 @@ class Recovery:
     async def _read_to_end(self, partition: int) -> int:
         """Reconcile the state with the log, then fold the log after the
         state's offset into it; the number of records read. Retries while
-        the log cannot be read."""
+        the log cannot be read, and after any other failure too: a catch-up
+        task that died would leave its partition unserved, silently, until
+        the next rebalance (each try starts again from the state's committed
+        offset, so nothing is applied twice)."""
         while True:
             try:
                 async with log_reader(self.settings) as reader:
@@ -211,8 +218,14 @@ class Recovery:
                 # Serve what there is, loudly: `emgas replay --verify` shows the gap.
                 self._report(partition, "truncated", "served as it is", str(err))
                 return 0
-            except ReplayError as err:
-                log.warning("catch-up of partition %s failed (%s); retrying in %s s", partition, err, RETRY_S)
+            except LogResetStop:
+                raise
+            except Exception as err:  # noqa: BLE001 - see the docstring
+                self._failed_tries[partition] = self._failed_tries.get(partition, 0) + 1
+                if isinstance(err, (ReplayError, KafkaError)):  # the broker away, a leader moving
+                    log.warning("catch-up of partition %s failed (%s); retrying in %s s", partition, err, RETRY_S)
+                else:
+                    log.error("catch-up of partition %s failed unexpectedly (%r); retrying in %s s", partition, err, RETRY_S)
                 await asyncio.sleep(RETRY_S)
 
     # -- 1 and 2: the state against the log ----------------------------------------

@@ -9,7 +9,9 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
 
+from emgas.replay.errors import LogUnavailable
 from emgas.streams.runtime import recovery as recovery_module
 from emgas.streams.runtime.compose import RebalanceStart
 from emgas.streams.runtime.recovery import Recovery
@@ -78,3 +80,45 @@ async def test_the_sensor_passes_a_rebalance_start_from_the_consumer_thread_to_t
             break
         await asyncio.sleep(0.01)
     assert recovery.rebalancing is True
+
+
+class FailingRecovery(Recovery):
+    """A catch-up whose fold fails with `failures`, one per try, then reads 5 records."""
+
+    def __init__(self, failures: list[Exception]) -> None:
+        super().__init__(SETTINGS, SimpleNamespace(get=lambda partition: None))
+        self.failures = failures
+
+    async def _reconcile(self, reader, partition):
+        return None
+
+    async def _fold_to_end(self, reader, partition, worker):
+        if self.failures:
+            raise self.failures.pop(0)
+        return 5
+
+
+class Reader:
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return None
+
+
+@pytest.mark.parametrize("failures", [
+    [],
+    [LogUnavailable("the leader is gone")],
+    [NotLeaderForPartitionError(), KafkaTimeoutError()],  # aiokafka's own, not wrapped by the reader
+    [RuntimeError("a bug"), LogUnavailable("away")],      # anything else too: a dead task serves nothing
+])
+async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready(monkeypatch, caplog, failures):
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "RETRY_S", 0.0)
+    tries = len(failures)
+    recovery = FailingRecovery(list(failures))
+    await recovery.on_assigned(None, tps(3))
+    assert await asyncio.wait_for(recovery.wait(3), 5) is True
+    assert recovery.recoveries[3]["records_read"] == 5 and recovery.recoveries[3]["failed_tries"] == tries
+    said = [r.getMessage() for r in caplog.records if r.name == recovery_module.log.name]
+    assert len([s for s in said if "catch-up of partition 3 failed" in s]) == tries
