@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -303,7 +303,9 @@ class Mentions:
     [text, count, base_activation, created_at, last_accessed, decayed_to,
     retrievals, first_retrieved, last_retrieved]."""
 
-    def __init__(self, held: dict[str, ConceptState], meta: GraphMeta, params: GraphParams) -> None:
+    def __init__(self, held: Mapping[str, list], meta: GraphMeta, params: GraphParams) -> None:
+        """`held`: the values of the concepts stored before the run
+        (`concept_values`); read, never changed."""
         self._values: dict[str, list] = {}
         self._held, self._meta, self._params = held, meta, params
 
@@ -316,10 +318,7 @@ class Mentions:
             if old is None:
                 self._values[cid] = [text, 1, on_grid(importance), at, at, None, 0, None, None]
                 return
-            values = self._values[cid] = [
-                old.text, old.count, old.base_activation, old.created_at, old.last_accessed, old.decayed_to,
-                old.retrievals, old.first_retrieved, old.last_retrieved,
-            ]
+            values = self._values[cid] = list(old)
         params = self._params
         old_text, count, _, created_at, _, _, retrievals, _, _ = values
         values[2], values[5] = contributed(
@@ -334,12 +333,24 @@ class Mentions:
         if at > values[4]:
             values[4] = at
 
+    def values(self) -> dict[str, list]:
+        """Every concept mentioned, as its values after the run's last mention of it."""
+        return self._values
+
     def records(self) -> dict[str, ConceptState]:
         """Every concept mentioned, as its record after the run's last mention of it."""
-        return {cid: _record(cid, values) for cid, values in self._values.items()}
+        return {cid: concept_record(cid, values) for cid, values in self._values.items()}
 
 
-def _record(cid: str, values: list) -> ConceptState:
+def concept_values(concept: ConceptState) -> list:
+    """The concept's fields in `Mentions`' order (without the id)."""
+    return [
+        concept.text, concept.count, concept.base_activation, concept.created_at, concept.last_accessed,
+        concept.decayed_to, concept.retrievals, concept.first_retrieved, concept.last_retrieved,
+    ]
+
+
+def concept_record(cid: str, values: list) -> ConceptState:
     """A `ConceptState` from `Mentions` values already valid, without validating them again."""
     text, count, activation, created_at, last_accessed, decayed_to, retrievals, first, last = values
     new = _new_concept(ConceptState)
@@ -369,7 +380,7 @@ def concept_after_mention(
     min(created_at, at), last_accessed = max(last_accessed, at) (event time,
     not wall clock); the surface text is that of the earliest mention
     (ties: the smallest text). One mention of `Mentions`."""
-    mentions = Mentions({} if old is None else {cid: old}, meta, params)
+    mentions = Mentions({} if old is None else {cid: concept_values(old)}, meta, params)
     mentions.mention(cid, text, importance, at)
     return mentions.records()[cid]
 

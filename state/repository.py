@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import TopicNode
-from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage
+from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, concept_record, concept_values
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
@@ -16,7 +16,7 @@ from emgas.processors.writes import (
 )
 from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
-from emgas.state.store import PartitionStore
+from emgas.state.store import LazyRecord, PartitionStore
 from emgas.state.transaction import Transaction
 
 NO_OFFSET = -1
@@ -24,6 +24,20 @@ FIRST_VERSION = 1
 # Version of the key layout and record formats; a store in another format
 # is rebuilt from the log (see `streams.runtime.partitions`).
 STATE_FORMAT = 4  # 4: pair counts in rows (`state.rows`), not one record per pair
+
+
+class PendingConcept(LazyRecord):
+    """A concept a run of turns left, kept as its values (`Mentions`' order)
+    until it is read as a record or committed: a concept mentioned by many
+    runs between two commits is made a record once, not once per run."""
+
+    __slots__ = ("cid", "values")
+
+    def __init__(self, cid: str, values: list) -> None:
+        self.cid, self.values = cid, values
+
+    def model(self) -> ConceptState:
+        return concept_record(self.cid, self.values)
 
 
 class Entry(NamedTuple):
@@ -124,6 +138,15 @@ class GraphRepository:
         ids = list(ids)
         found = self.store.get_models([keys.concept(ref, cid) for cid in ids], ConceptState)
         return {cid: concept for cid, concept in zip(ids, found) if concept is not None}
+
+    def concept_values(self, ref: GraphRef, ids: Iterable[str]) -> dict[str, list]:
+        """The concepts' values (`Mentions`' order) where held: not to be changed."""
+        ids = list(ids)
+        found = self.store.get_records([keys.concept(ref, cid) for cid in ids], ConceptState)
+        return {
+            cid: concept.values if isinstance(concept, PendingConcept) else concept_values(concept)  # type: ignore[arg-type]
+            for cid, concept in zip(ids, found) if concept is not None
+        }
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         """The stored pairs among `edges` (each (a, b) with a < b)."""

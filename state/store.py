@@ -19,6 +19,17 @@ M = TypeVar("M", bound=BaseModel)
 Batch = Mapping[bytes, bytes | None]
 
 
+class LazyRecord(ABC):
+    """A record a transaction keeps in another form (plain values the fold
+    changes often) until it is read as a model or committed."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def model(self) -> BaseModel:
+        """The record as its model (encoded with `model_dump_json` at commit)."""
+
+
 class PartitionStore(ABC):
     """Ordered bytes -> bytes; `write` applies a whole batch atomically."""
 
@@ -31,6 +42,10 @@ class PartitionStore(ABC):
     def get_models(self, keys: Sequence[bytes], model: type[M]) -> list[M | None]:
         """The records at `keys` parsed as `model` (None where absent)."""
         return [None if raw is None else model.model_validate_json(raw) for raw in self.multi_get(keys)]
+
+    def get_records(self, keys: Sequence[bytes], model: type[M]) -> list[M | LazyRecord | None]:
+        """As `get_models`, but a record pending as a `LazyRecord` comes back as it is."""
+        return list(self.get_models(keys, model))
 
     @abstractmethod
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

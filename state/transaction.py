@@ -10,6 +10,9 @@ read again and applied once (the projector's offset guard).
 Pending values are bytes, None (a delete), or a pydantic model kept
 decoded, so an event that reads a record an earlier one of the same
 transaction wrote does not parse it again; models are encoded at commit.
+A record may also wait as a `LazyRecord` (a concept's values, which every
+run of turns mentioning it changes): made a model only when it is read
+as one, and at commit.
 
 Writes may also be deferred: a `Deferred` (the repository's pair rows)
 keeps changes in its own form and is settled into the pending writes
@@ -23,7 +26,7 @@ from typing import Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel
 
-from emgas.state.store import Batch, PartitionStore
+from emgas.state.store import Batch, LazyRecord, PartitionStore
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,12 +39,14 @@ M = TypeVar("M", bound=BaseModel)
 # peak RSS for those 9,161 events than with 2,000).
 COMMIT_EVERY = 10_000
 
-Pending = bytes | BaseModel | None
+Pending = bytes | BaseModel | LazyRecord | None
 
 
 def _raw(value: Pending) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
+    if isinstance(value, LazyRecord):
+        value = value.model()
     return value.model_dump_json().encode()
 
 
@@ -95,7 +100,14 @@ class Transaction(PartitionStore):
         """The records at `keys` as `model`s (None where absent), parsing only
         what is not pending already decoded."""
         return [
-            value if value is None or isinstance(value, BaseModel) else model.model_validate_json(value)  # type: ignore[misc]
+            value.model() if isinstance(value, LazyRecord) else value  # type: ignore[misc]
+            for value in self.get_records(keys, model)
+        ]
+
+    def get_records(self, keys: Sequence[bytes], model: type[M]) -> list[M | LazyRecord | None]:
+        return [
+            value if value is None or isinstance(value, (BaseModel, LazyRecord))  # type: ignore[misc]
+            else model.model_validate_json(value)
             for value in self._lookup(keys)
         ]
 

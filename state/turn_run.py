@@ -12,7 +12,8 @@ folds such a run as a whole, with the operations the per-event rule
   skipped);
 - every concept the run mentions is read once, each mention applied in log
   order on plain values (`processors.graph.Mentions`), and the concept
-  written once, as the record the last mention leaves;
+  written once, as the values the last mention leaves (a record only when
+  read as one, or at commit: `repository.PendingConcept`);
 - each turn's passage, links and journal entry are staged as the rule's
   writes would stage them, the graph's meta once, as the last turn leaves it;
 - the view takes the run in one call (`GraphView.add_turns`): its nodes in
@@ -27,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emgas.processors.events import TurnIngested
-from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Mentions, Passage
+from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, Mentions, Passage
 from emgas.state import keys
-from emgas.state.repository import GraphRepository
+from emgas.state.repository import GraphRepository, PendingConcept
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class FoldedRun:
 
     applied: list[tuple[TurnIngested, int, bytes]]
     passages: list[Passage]
-    concepts: dict[str, ConceptState]
+    concepts: dict[str, list]  # concept id -> its values (`Mentions`' order)
     meta: GraphMeta
 
 
@@ -70,7 +71,7 @@ def fold_run(
     passage at place seq = N (0-based, log order), N + 1, clock = max,
     first_seen = min."""
     meta = repo.meta(ref)
-    held = repo.concepts(ref, dict.fromkeys(c.id for event, _, _ in applied for c in event.concepts))
+    held = repo.concept_values(ref, dict.fromkeys(c.id for event, _, _ in applied for c in event.concepts))
     mentions = Mentions(held, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages = []
@@ -89,7 +90,7 @@ def fold_run(
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    return FoldedRun(applied, passages, mentions.records(), meta)
+    return FoldedRun(applied, passages, mentions.values(), meta)
 
 
 def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
@@ -101,8 +102,8 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
         put(keys.journal_entry(ref, offset), raw)
     put(keys.registry(ref), b"")
     put(keys.graph_meta(ref), run.meta)
-    for cid, concept in run.concepts.items():
-        put(keys.concept(ref, cid), concept)
+    for cid, values in run.concepts.items():
+        put(keys.concept(ref, cid), PendingConcept(cid, values))
     for passage in run.passages:
         put(keys.passage(ref, passage.turn_id), passage)
         for cid in passage.concept_ids:

@@ -46,8 +46,12 @@ from emgas.state.turn_run import FoldedRun
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
     """Event time (s since 1970) at which the concept's activation reaches θ."""
-    remaining = time_to_threshold(concept.base_activation, concept.reinforcements, params)
-    return seconds(concept.decay_reference) + remaining
+    return due_s(concept.base_activation, concept.reinforcements, concept.decay_reference, params)
+
+
+def due_s(activation: float, reinforcements: int, reference: datetime, params: DecayParams) -> float:
+    """`concept_due_s` of a concept's values: activation A as of `reference`."""
+    return seconds(reference) + time_to_threshold(activation, reinforcements, params)
 
 
 def edge_due_s(pair: PairState, params: DecayParams) -> float:
@@ -67,7 +71,8 @@ class GraphView:
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
         self._concept_due: list[tuple[float, str]] = []
         self._latest_due: dict[str, float] = {}  # per live concept: its newest due time
-        self._unfiled: dict[str, ConceptState] = {}  # changed since their due times were filed
+        # changed since their due times were filed: (A, reinforcements, decay reference)
+        self._unfiled: dict[str, tuple[float, int, datetime]] = {}
         # Edges' due times (s since 1970) by node slot, in chunks, unsorted:
         # (due, a, b) arrays; a tick takes those due at once (`due_edges`).
         self._edge_due: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -276,11 +281,13 @@ class GraphView:
             np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
             np.array(at_us, dtype=np.int64),
         )
-        for cid, record in run.concepts.items():
+        unfiled = self._unfiled
+        for cid, values in run.concepts.items():
             i = index[cid]
-            self.texts[i] = record.text
-            self._counts[i] = record.count
-            self.note_concept(record)
+            self.texts[i] = values[0]
+            self._counts[i] = values[1]
+            # as `note_concept`: (A, mentions + retrievals, decay reference)
+            unfiled[cid] = (values[2], values[1] + values[6], values[5] or values[3])
         self.turns = run.meta.turns
 
     def remove_edges(self, edges: list[Edge]) -> None:
@@ -424,12 +431,12 @@ class GraphView:
     def note_concept(self, concept: ConceptState) -> None:
         """File the concept's due time, when one is next asked for (a concept
         mentioned in many turns between two ticks is filed once)."""
-        self._unfiled[concept.id] = concept
+        self._unfiled[concept.id] = (concept.base_activation, concept.reinforcements, concept.decay_reference)
 
     def _file_concepts(self) -> None:
         unfiled, self._unfiled = self._unfiled, {}
-        for cid, concept in unfiled.items():
-            due = self._latest_due[cid] = concept_due_s(concept, self.decay)
+        for cid, (activation, reinforcements, reference) in unfiled.items():
+            due = self._latest_due[cid] = due_s(activation, reinforcements, reference, self.decay)
             heapq.heappush(self._concept_due, (due, cid))
         if len(self._concept_due) > 4 * len(self._latest_due) + 1024:
             # Stale entries outnumber live ones: keep each live concept's newest

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 from emgas.processors.codec import encode
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Boost, Retrieved
-from emgas.processors.graph import GraphParams
+from emgas.processors.graph import ConceptState, GraphParams, concept_record, concept_values
 from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
+from emgas.state.repository import PendingConcept
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 from tests.support.factories import T0, ingested
@@ -142,3 +143,24 @@ def test_redelivered_events_after_a_restart_are_skipped():
 
     assert state.apply(decode_graph_event(LOG[5]), 5) == Outcome.ALREADY_APPLIED
     assert state.apply(decode_graph_event(LOG[10]), 10) != Outcome.ALREADY_APPLIED
+
+
+def test_a_record_pending_as_values_reads_and_commits_as_its_model():
+    """A concept a run of turns left waits as values (`PendingConcept`): read
+    as a model, as bytes, scanned or committed, it is the record itself."""
+    store = MemoryStore()
+    txn = Transaction(store)
+    values = ["Pretzel", 3, 0.75, T0, T0 + timedelta(hours=2), T0 + timedelta(hours=1), 1, T0, T0]
+    record = concept_record("pretzel", values)
+    key = b"c\x00pretzel"
+    txn.put(key, PendingConcept("pretzel", values))
+
+    [model] = txn.get_models([key], ConceptState)
+    [kept] = txn.get_records([key], ConceptState)
+    assert model == record and model == ConceptState.model_validate_json(record.model_dump_json())
+    assert isinstance(kept, PendingConcept) and kept.values is values  # the values, not a copy
+    assert txn.multi_get([key]) == [record.model_dump_json().encode()] == [txn.get(key)]
+    assert list(txn.scan(b"c")) == [(key, record.model_dump_json().encode())]
+    txn.commit()
+    assert store.get(key) == record.model_dump_json().encode()
+    assert concept_values(ConceptState.model_validate_json(store.get(key))) == values
