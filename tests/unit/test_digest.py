@@ -1,7 +1,10 @@
 """The canonical digest: equal content gives equal digests, any change shows."""
 
+import hashlib
+import json
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.events import GraphDigest, SectionDigest
@@ -9,7 +12,7 @@ from emgas.processors.graph import GraphParams, GraphRef
 from emgas.replay.verify import differences
 from emgas.state import keys
 from emgas.state.rows import encode_row
-from emgas.state.digest import graph_digest, partition_digests
+from emgas.state.digest import HASH_CHUNK, _hash_lines, graph_digest, pair_line, partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
@@ -105,3 +108,21 @@ def test_differences_name_missing_graphs_and_differing_sections():
         "graph 'c' v1: in the log but not in the live state",
     ]
     assert differences(live, live) == []
+
+
+@given(st.text(), st.text(), st.integers(min_value=0, max_value=2**63 - 1), st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_a_pair_line_is_the_canonical_json_of_the_pair(a, b, count, last):
+    assert pair_line(a, b, count, last) == json.dumps(
+        [[a, b], [count, last]], sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+@given(st.lists(st.text(), max_size=50).map(lambda lines: lines * (HASH_CHUNK // 20)))  # many chunks, and a part
+@example([f"line {k}" for k in range(2 * HASH_CHUNK)])  # whole chunks only
+@example([])
+@settings(max_examples=25)
+def test_lines_hashed_in_chunks_hash_as_one_by_one(lines):
+    one_by_one = hashlib.sha256()
+    for line in lines:
+        one_by_one.update(line.encode() + b"\n")
+    assert _hash_lines(iter(lines)) == SectionDigest(count=len(lines), digest=one_by_one.hexdigest())
