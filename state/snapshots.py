@@ -120,9 +120,10 @@ def _body(records: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"".join(_LENGTHS.pack(len(k), len(v)) + k + v for k, v in records)
 
 
-def pack(records: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """Length-prefixed records (4-byte big-endian key and value lengths), compressed."""
-    return zlib.compress(_body(records), 6)
+def pack(records: Iterable[tuple[bytes, bytes]], level: int = 6) -> bytes:
+    """Length-prefixed records (4-byte big-endian key and value lengths),
+    compressed by zlib at `level` (any level unpacks alike)."""
+    return zlib.compress(_body(records), level)
 
 
 def unpack(blob: bytes) -> Records:

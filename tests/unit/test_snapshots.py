@@ -221,3 +221,9 @@ def test_parts_that_are_not_what_their_writer_wrote_are_refused():
         outcome = state.apply(part.model_copy(update={"as_of": 10}), 11 + i)
     assert outcome == Outcome.REJECTED and digests(state) == before
     assert "hash" in state.repo.rejections()[-1][1]["reason"] or "decompress" in state.repo.rejections()[-1][1]["reason"]
+
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+def test_records_packed_at_any_level_unpack_alike(level):
+    records = [(b"g\x00c\x00kafka", b'{"count":3}'), (b"g\x00t\x00t1", "é 中文".encode() * 50), (b"g\x00z", b"")]
+    assert unpack(pack(records, level)) == unpack(pack(records)) == records
