@@ -1,5 +1,5 @@
 # Two commands for a fresh machine (see README):  make demo   |   make test
-# While working: make check (linter, type checker, import contracts, unit and contract tests: about a minute).
+# While working: make check (installs kcat and WordNet as make test does; linter, type checker, import contracts, unit and contract tests: about a minute).
 VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -44,7 +44,7 @@ test: install kafka kcat browser wordnet
 docs: install
 	$(VENV)/bin/python -m emgas.tools.reference
 
-check: install wordnet
+check: install wordnet kcat
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
