@@ -1,18 +1,26 @@
-"""Fold points: each graph version's records as of its latest snapshot, kept
-locally, so that forgetting a turn re-folds only what follows it.
+"""Fold points: each graph version's records as of its recent snapshots,
+kept locally, so that forgetting a turn re-folds only what follows it.
 
 When the fold applies a `SnapshotStarted` of a graph at offset `as_of`,
 the state is exactly the graph as of `as_of`; each of its versions' records
 (store layout) is kept here, compressed, with the ids of the turns it
-holds. Forgetting turns of a version whose fold point holds none of them
-starts the re-fold from that point and applies only the journal after it
-(`PartitionState.refolds`); otherwise it re-folds the whole journal and
-the point, which still holds a forgotten turn, is dropped. Every fold of
-the log keeps the same points (they are made by the fold itself), and
-they are never graph content: not in digests, not in snapshots.
+holds. A version keeps up to `MAX_POINTS` of them (`thinned`: the newest
+always, the others spread over its history). Forgetting turns of a
+version starts the re-fold from its latest point that holds none of them
+and applies only the journal after it (`PartitionState.refolds`); with
+no such point it re-folds the whole journal. Points that hold a forgotten
+turn are dropped with the forget. Every fold of the log keeps the same
+points (they are made by the fold itself), and they are never graph
+content: not in digests, not in snapshots.
 
-    u 0 GRAPH 0 VERSION -> as_of (8-byte big-endian), the length of the turn
-                           ids' JSON (4 bytes), that JSON, the packed records
+    u 0 GRAPH 0 VERSION 0 AS_OF (8-byte big-endian)
+        -> as_of (8-byte big-endian), the length of the turn ids' JSON
+           (4 bytes), that JSON, the packed records
+
+A state written before versions kept several points has one point per
+version under `u 0 GRAPH 0 VERSION` (the same value): it is read as one
+of the version's points, and goes when the version's points are thinned
+or dropped.
 """
 
 from __future__ import annotations
@@ -29,10 +37,24 @@ from emgas.state.transaction import Transaction
 
 PREFIX = b"u" + keys.SEP
 _HEADER = struct.Struct(">qI")
+_AS_OF = struct.Struct(">q")
+
+# Points a version keeps. The snapshot rounds that make them come about
+# every 1 MB of a partition's events at first (`EMGAS_SNAPSHOT_MIN_BYTES`),
+# then further apart as the graphs grow, so eight cover a long history at
+# a few rounds' spacing; each is the whole version, compressed (about
+# 1.3 MB for 1,000 turns), on local disk only.
+MAX_POINTS = 8
 
 
-def key(ref: GraphRef) -> bytes:
+def version_key(ref: GraphRef) -> bytes:
+    """The key of a version's one point in a state written before versions
+    kept several; the prefix of its points' keys (+ NUL + as_of) since."""
     return PREFIX + ref.graph_id.encode() + keys.SEP + str(ref.version).encode()
+
+
+def key(ref: GraphRef, as_of: int) -> bytes:
+    return version_key(ref) + keys.SEP + _AS_OF.pack(as_of)
 
 
 @dataclass(frozen=True)
@@ -40,6 +62,7 @@ class FoldPoint:
     as_of: int  # the offset of the `SnapshotStarted` it was taken at
     turn_ids: frozenset[str]  # the turns applied to the version by then (held or pruned)
     blob: bytes  # its records, packed
+    key: bytes = b""  # where it is stored
 
     def records(self) -> Records:
         return unpack(self.blob)
@@ -59,13 +82,72 @@ def encode_point(as_of: int, turn_ids: set[str], records: Records) -> bytes:
     return _HEADER.pack(as_of, len(ids)) + ids + pack(records, POINT_LEVEL)
 
 
-def load(store: PartitionStore, ref: GraphRef) -> FoldPoint | None:
-    raw = store.get(key(ref))
-    if raw is None:
-        return None
+def decode_point(point_key: bytes, raw: bytes) -> FoldPoint:
     as_of, length = _HEADER.unpack_from(raw)
     start = _HEADER.size
-    return FoldPoint(as_of, frozenset(json.loads(raw[start:start + length])), raw[start + length:])
+    return FoldPoint(as_of, frozenset(json.loads(raw[start:start + length])), raw[start + length:], point_key)
+
+
+def points(store: PartitionStore | Transaction, ref: GraphRef) -> list[FoldPoint]:
+    """`ref`'s fold points, oldest first."""
+    own = version_key(ref)
+    found = [
+        decode_point(point_key, raw) for point_key, raw in store.scan(own)
+        if point_key == own or point_key.startswith(own + keys.SEP)  # not version 12's when ref is version 1
+    ]
+    return sorted(found, key=lambda point: point.as_of)
+
+
+def load(store: PartitionStore | Transaction, ref: GraphRef) -> FoldPoint | None:
+    """`ref`'s latest fold point (None: it has none)."""
+    found = points(store, ref)
+    return found[-1] if found else None
+
+
+def latest_without(store: PartitionStore | Transaction, ref: GraphRef, turn_ids: set[str]) -> FoldPoint | None:
+    """`ref`'s latest fold point that holds none of `turn_ids`: where
+    re-folding the version without them can start (None: from the beginning)."""
+    for point in reversed(points(store, ref)):
+        if not point.holds_any(turn_ids):
+            return point
+    return None
+
+
+def thinned(offsets: list[int], keep: int = MAX_POINTS) -> list[int]:
+    """The offsets (ascending) of the points to keep: at most `keep`, the
+    newest always; while there are too many, the point nearest its newer
+    neighbour goes (ties: the older), so the kept ones spread over the
+    history and the recent ones stay densest where the rounds were."""
+    kept = list(offsets)
+    while len(kept) > keep:
+        gaps = [kept[i + 1] - kept[i] for i in range(len(kept) - 1)]
+        kept.pop(gaps.index(min(gaps)))
+    return kept
+
+
+def keep(store: Transaction, ref: GraphRef, as_of: int, turn_ids: set[str], records: Records) -> None:
+    """Add `ref`'s point as of `as_of`, then thin its points to `MAX_POINTS`."""
+    store.put(key(ref, as_of), encode_point(as_of, turn_ids, records))
+    own = version_key(ref)
+    held = {  # as_of -> key, read from the values' headers (their turn ids and records left packed)
+        _AS_OF.unpack_from(raw)[0]: point_key for point_key, raw in store.scan(own)
+        if point_key == own or point_key.startswith(own + keys.SEP)
+    }
+    for offset in set(held) - set(thinned(sorted(held))):
+        store.put(held[offset], None)
+
+
+def drop_holding(store: Transaction, ref: GraphRef, turn_ids: set[str]) -> None:
+    """Drop `ref`'s points that hold any of `turn_ids` (a forget made them wrong)."""
+    for point in points(store, ref):
+        if point.holds_any(turn_ids):
+            store.put(point.key, None)
+
+
+def drop_version(store: Transaction, ref: GraphRef) -> None:
+    """Drop every fold point of `ref`."""
+    for point in points(store, ref):
+        store.put(point.key, None)
 
 
 def drop_graph(store: Transaction, graph_id: str) -> None:

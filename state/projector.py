@@ -29,8 +29,8 @@ falls between commits.
 
 Forgetting (`Forget`) re-folds each graph version that holds a forgotten
 turn without that turn, into a scratch state with this same fold: from the
-version's latest fold point (`state.fold_points`) when that does not hold
-the turn, else from the start of its journal. It swaps the version's
+version's latest fold point (`state.fold_points`) that does not hold the
+turn, else from the start of its journal. It swaps the version's
 records for the result: the graph is then, bit for bit, the one whose log
 never held the turn.
 """
@@ -290,8 +290,7 @@ class PartitionState:
         """Keep each version of `graph_id` as of `as_of` (`state.fold_points`)."""
         for ref in self.repo.graph_refs():
             if ref.graph_id == graph_id:
-                point = fold_points.encode_point(as_of, self.repo.turn_ids(ref), list(self.repo.records(ref)))
-                self.txn.put(fold_points.key(ref), point)
+                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids(ref), list(self.repo.records(ref)))
 
     def restore(self, graph_id: str, records: ContentRecords) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""
@@ -399,11 +398,11 @@ class PartitionState:
         """The records `ref` would have if its journal never held the turns
         `forgotten`: its journal folded without them, in order and at the
         same offsets, into a scratch state whose active version is `ref`'s,
-        starting from the version's fold point when that holds none of them
+        starting from the version's latest fold point that holds none of them
         (then only the journal after it is folded). None: no turn is left,
         so the version would not exist."""
-        point = fold_points.load(self.txn, ref)
-        if point is not None and not point.holds_any(forgotten):
+        point = fold_points.latest_without(self.txn, ref, forgotten)
+        if point is not None:
             scratch, after = self._scratch_from(ref, point), point.as_of
         else:
             scratch, after = PartitionState(MemoryStore(), self.params), -1

@@ -273,18 +273,16 @@ class GraphRepository:
             put(keys.tombstone(graph_id, turn_id), b"")
         forgotten = set(forgetting.tombstones)
         for refolded, records in forgetting.refolded.items():
+            fold_points.drop_holding(self.store, refolded, forgotten)  # they still hold a forgotten turn
             for key, _ in list(self.records(refolded)):
                 put(key, None)
             for key, value in records:
                 put(key, value)
-            point = fold_points.load(self.store, refolded)
-            if point is not None and point.holds_any(forgotten):
-                put(fold_points.key(refolded), None)  # it still holds a forgotten turn
         for erased in forgetting.erased:
+            fold_points.drop_version(self.store, erased)
             for key, _ in list(self.records(erased)):
                 put(key, None)
             put(keys.registry(erased), None)
-            put(fold_points.key(erased), None)
         if forgetting.clear_active:
             put(keys.active(graph_id), None)
 

@@ -215,11 +215,11 @@ def snapshot_started(graph: str) -> SnapshotStarted:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=turn_specs, data=st.data())
 def test_a_forget_from_the_latest_snapshot_equals_never_having_seen_the_turns(specs, data):
-    """Turns after the graph's latest snapshot are re-folded from it, turns
-    before it from the whole journal: either way, as if never seen."""
+    """Turns are re-folded from the latest snapshot before them, or from the
+    whole journal when there is none: either way, as if never seen."""
     events = [ingested("g", f"t{i}", concepts, minute) for i, (concepts, minute) in enumerate(specs)]
     ids = [e.turn_id for e in events]
-    snapshots = data.draw(st.lists(st.integers(0, len(events)), max_size=2), label="snapshots after these many turns")
+    snapshots = data.draw(st.lists(st.integers(0, len(events)), max_size=4), label="snapshots after these many turns")
     forgotten = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=2, unique=True), label="forgotten")
     second = data.draw(st.sampled_from(ids), label="then forgotten")
     log = LocalLog(FAST)
@@ -248,3 +248,59 @@ def test_a_turn_after_the_latest_snapshot_is_re_folded_from_it_and_one_before_fr
     log.append(forget("g", "t2", request="before"))
     assert starts == [6] and fold_points.load(log.state.txn, G) is None  # t2 is in it: re-folded whole, point gone
     assert digests(log.state) == digests(folded(never_saw(log.log, {"t9", "t2"}), FAST))
+
+
+def test_a_turn_between_two_snapshots_is_re_folded_from_the_earlier_one(monkeypatch):
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(12)]
+    log = LocalLog(FAST)
+    for at in (0, 4, 8):
+        log.extend(events[at:at + 4])
+        log.append(snapshot_started("g"))
+    starts = []
+    real = PartitionState._scratch_from
+    monkeypatch.setattr(PartitionState, "_scratch_from", lambda self, ref, point: starts.append(point.as_of) or
+                        real(self, ref, point))
+    points_before = [p.as_of for p in fold_points.points(log.state.txn, G)]
+    assert len(points_before) == 3
+    log.append(forget("g", "t5", request="between"))  # after the first point, before the second
+    assert starts == [points_before[0]]
+    assert [p.as_of for p in fold_points.points(log.state.txn, G)] == points_before[:1]  # the two holding t5 go
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t5"}), FAST))
+
+
+@pytest.mark.parametrize("offsets, keep, kept", [
+    ([], 3, []),
+    ([5], 1, [5]),
+    ([10, 20, 30], 3, [10, 20, 30]),
+    ([10, 20, 30, 40], 3, [20, 30, 40]),  # equal gaps: the oldest goes
+    ([10, 50, 52, 90], 3, [10, 52, 90]),  # the point nearest its newer neighbour goes
+    ([10, 50, 90, 91], 3, [10, 50, 91]),  # the newest always stays
+    ([0, 1, 2, 3, 100], 2, [3, 100]),
+])
+def test_fold_points_are_thinned_to_a_spread(offsets, keep, kept):
+    assert fold_points.thinned(offsets, keep) == kept
+
+
+def test_a_version_keeps_at_most_max_points_and_always_its_newest():
+    log = LocalLog(FAST)
+    for i in range(fold_points.MAX_POINTS + 3):
+        log.append(ingested("g", f"t{i}", {"kafka": 0.5}, minute=10 * i))
+        log.append(snapshot_started("g"))
+    offsets = [p.as_of for p in fold_points.points(log.state.txn, G)]
+    started = [offset for offset, event in enumerate(log.log) if isinstance(event, SnapshotStarted)]
+    assert len(offsets) == fold_points.MAX_POINTS and offsets[-1] == started[-1] and set(offsets) <= set(started)
+
+
+def test_a_point_kept_by_an_earlier_version_of_emgas_is_read_and_thinned_away():
+    """States written when a version kept one point hold it under the version's key."""
+    log = LocalLog(FAST)
+    log.extend([ingested("g", f"t{i}", {"kafka": 0.5}, minute=10 * i) for i in range(3)])
+    log.append(snapshot_started("g"))
+    (point,) = fold_points.points(log.state.txn, G)
+    log.state.txn.put(point.key, None)
+    log.state.txn.put(fold_points.version_key(G), fold_points.encode_point(point.as_of, set(point.turn_ids),
+                                                                          point.records()))
+    log.state.txn.put(fold_points.version_key(GraphRef("g", 12)), b"not version 1's")
+    assert [(p.as_of, p.key) for p in fold_points.points(log.state.txn, G)] == [(point.as_of, fold_points.version_key(G))]
+    log.append(forget("g", "t2", request="old-format"))  # re-folded from the old point (it lacks t2)
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t2"}), FAST))

@@ -44,10 +44,13 @@ Every figure is the median of several repeats, with their min and max:
   synthetic graph, per undirected edge.
 - forget_ms: applying (and committing) a request to forget one turn from
   the middle of a graph of forget_graph_turns simulated turns (decay ticks,
-  consolidations, RocksDB state): the graph version is re-folded from its
-  journal without the turn; forget_after_snapshot_ms: a turn after the
-  graph's latest snapshot (taken nine tenths into its history), re-folded
-  from that snapshot's fold point (`state.fold_points`);
+  consolidations, RocksDB state, a snapshot every tenth of its history):
+  the graph version is re-folded without the turn from the latest fold
+  point before it (`state.fold_points`: the snapshot four tenths in);
+  forget_after_snapshot_ms: a turn after the graph's latest snapshot
+  (nine tenths in), re-folded from that snapshot's fold point. (Until
+  25 November the graph had one snapshot, nine tenths in, and a version
+  kept one fold point: a middle turn was re-folded from the beginning.)
   journal_bytes_per_turn: the journal that makes it possible (every event
   applied to the graph, ticks included), per turn.
 
