@@ -121,7 +121,8 @@ class ConceptVectors:
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.position: dict[str, int] = {}
-        self.vectors = np.zeros((0, DIMENSIONS), dtype=np.float32)
+        self._block = np.zeros((0, DIMENSIONS), dtype=np.float32)  # rows past len(ids): room to grow
+        self.vectors = self._block  # the rows of `ids`: a view of the block
         self._submitted: set[str] = set()  # handed to the background encoder, not added yet
 
     def current(
@@ -153,10 +154,26 @@ class ConceptVectors:
         return len(new)
 
     def _add(self, ids: list[str], vectors: np.ndarray) -> None:
-        self.position.update((cid, len(self.ids) + i) for i, cid in enumerate(ids))
+        """Append rows. The block grows by doubling: a graph whose concepts
+        arrive a few at a time (a takeover's prefetch, then every new turn's)
+        is copied about log2(rows) times, not once per batch, which had left
+        the freed copies' pages to the allocator (issue 37's growth between
+        faults). Rows already handed out are never written again."""
+        start, end = len(self.ids), len(self.ids) + len(ids)
+        if end > len(self._block):
+            block = np.empty((max(end, 2 * len(self._block), 64), DIMENSIONS), dtype=np.float32)
+            block[:start] = self._block[:start]
+            self._block = block
+        self._block[start:end] = vectors
+        self.position.update((cid, start + i) for i, cid in enumerate(ids))
         self.ids += ids
-        self.vectors = np.vstack([self.vectors, vectors])
+        self.vectors = self._block[:end]
         self._submitted.difference_update(ids)
+
+    @property
+    def capacity(self) -> int:
+        """Rows the block has room for (the held ones included)."""
+        return len(self._block)
 
     def of(self, words: list[str], cache: WordVectors, encode: Encode) -> np.ndarray:
         """Vectors of query words: a concept's own row, else from the word cache."""

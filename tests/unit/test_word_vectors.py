@@ -102,3 +102,24 @@ def test_a_worker_finds_on_disk_what_another_encoded(tmp_path):
     cache.serve_from(WordStore(path), encode)
     ids, _ = cache.current(view_of("cat", "sofa"), encode)
     assert ids == ["cat", "sofa"] and encode.words == []
+
+
+def test_a_graph_growing_a_few_concepts_at_a_time_is_copied_log_times_and_keeps_its_rows():
+    """Concepts added in small batches: the rows equal stacking every batch,
+    rows handed out earlier do not change, and the block is reallocated
+    about log2 times, not once per batch."""
+    encode, cache = CountingEncoder(), VectorCache()
+    view = view_of()
+    handed_out, reallocations, capacity = [], 0, 0
+    for batch in range(300):
+        for k in range(3):
+            view.node(f"c{batch}-{k}", f"c{batch}-{k}")
+        ids, vectors = cache.current(view, encode)
+        handed_out.append((list(ids), vectors.copy(), vectors))
+        graph = cache.of(view.ref)
+        reallocations += graph.capacity != capacity
+        capacity = graph.capacity
+    ids, vectors = cache.current(view, encode)
+    assert len(ids) == 900 and np.array_equal(vectors, encode(ids))
+    assert all(np.array_equal(copy, rows) for _, copy, rows in handed_out)
+    assert reallocations <= 6 and capacity < 2 * 900
