@@ -401,7 +401,10 @@ class PartitionState:
         starting from the version's latest fold point that holds none of them
         (then only the journal after it is folded). None: no turn is left,
         so the version would not exist."""
-        point = fold_points.latest_without(self.txn, ref, forgotten)
+        # Points holding a turn forgotten before are dropped with that forget;
+        # one a state kept anyway (written by a version that kept a single
+        # point, say) must not bring the turn back.
+        point = fold_points.latest_without(self.txn, ref, forgotten | self.repo.forgotten_turns(ref.graph_id))
         if point is not None:
             scratch, after = self._scratch_from(ref, point), point.as_of
         else:

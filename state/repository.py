@@ -104,6 +104,11 @@ class GraphRepository:
         """Whether the turn was forgotten on request (`processors.events.Forget`)."""
         return self.store.get(keys.tombstone(graph_id, turn_id)) is not None
 
+    def forgotten_turns(self, graph_id: str) -> set[str]:
+        """Every turn of the graph forgotten on request (its tombstones)."""
+        prefix = keys.graph_keyed(keys.TOMBSTONE, graph_id)
+        return {key[len(prefix):].decode() for key, _ in self.store.scan(prefix)}
+
     def has_forget(self, graph_id: str, request_id: str) -> bool:
         return self.store.get(keys.forget_request(graph_id, request_id)) is not None
 

@@ -304,3 +304,25 @@ def test_a_point_kept_by_an_earlier_version_of_emgas_is_read_and_thinned_away():
     assert [(p.as_of, p.key) for p in fold_points.points(log.state.txn, G)] == [(point.as_of, fold_points.version_key(G))]
     log.append(forget("g", "t2", request="old-format"))  # re-folded from the old point (it lacks t2)
     assert digests(log.state) == digests(folded(never_saw(log.log, {"t2"}), FAST))
+
+
+def test_a_point_left_holding_a_turn_forgotten_before_is_not_re_folded_from(monkeypatch):
+    """A state whose fold point still holds an earlier forgotten turn (kept by
+    a version of emgas that knew only one point per version) re-folds from an
+    earlier point, so the turn stays forgotten."""
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(16)]
+    log = LocalLog(FAST)
+    for at in (0, 4, 8):
+        log.extend(events[at:at + 4])
+        log.append(snapshot_started("g"))
+    log.extend(events[12:])
+    stale = fold_points.points(log.state.txn, G)[-1]
+    log.append(forget("g", "t6", request="first"))  # drops the points holding t6 (the last two)
+    log.state.txn.put(stale.key, fold_points.encode_point(stale.as_of, set(stale.turn_ids), stale.records()))
+    starts = []
+    real = PartitionState._scratch_from
+    monkeypatch.setattr(PartitionState, "_scratch_from", lambda self, ref, point: starts.append(point.as_of) or
+                        real(self, ref, point))
+    log.append(forget("g", "t13", request="second"))  # after every point: the stale one would be the latest
+    assert starts and starts[0] < stale.as_of
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t6", "t13"}), FAST))
