@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 
 from emgas.processors.graph import GraphRef
 from emgas.state import keys
@@ -88,14 +89,17 @@ def decode_point(point_key: bytes, raw: bytes) -> FoldPoint:
     return FoldPoint(as_of, frozenset(json.loads(raw[start:start + length])), raw[start + length:], point_key)
 
 
+def _stored(store: PartitionStore | Transaction, ref: GraphRef) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of each of `ref`'s points, the old layout's included."""
+    own = version_key(ref)
+    for point_key, raw in store.scan(own):
+        if point_key == own or point_key.startswith(own + keys.SEP):  # not version 12's when ref is version 1
+            yield point_key, raw
+
+
 def points(store: PartitionStore | Transaction, ref: GraphRef) -> list[FoldPoint]:
     """`ref`'s fold points, oldest first."""
-    own = version_key(ref)
-    found = [
-        decode_point(point_key, raw) for point_key, raw in store.scan(own)
-        if point_key == own or point_key.startswith(own + keys.SEP)  # not version 12's when ref is version 1
-    ]
-    return sorted(found, key=lambda point: point.as_of)
+    return sorted((decode_point(k, raw) for k, raw in _stored(store, ref)), key=lambda point: point.as_of)
 
 
 def load(store: PartitionStore | Transaction, ref: GraphRef) -> FoldPoint | None:
@@ -115,9 +119,9 @@ def latest_without(store: PartitionStore | Transaction, ref: GraphRef, turn_ids:
 
 def thinned(offsets: list[int], keep: int = MAX_POINTS) -> list[int]:
     """The offsets (ascending) of the points to keep: at most `keep`, the
-    newest always; while there are too many, the point nearest its newer
+    newest always. While there are too many, the point nearest its newer
     neighbour goes (ties: the older), so the kept ones spread over the
-    history and the recent ones stay densest where the rounds were."""
+    history; with rounds evenly spaced, the oldest go first."""
     kept = list(offsets)
     while len(kept) > keep:
         gaps = [kept[i + 1] - kept[i] for i in range(len(kept) - 1)]
@@ -128,11 +132,8 @@ def thinned(offsets: list[int], keep: int = MAX_POINTS) -> list[int]:
 def keep(store: Transaction, ref: GraphRef, as_of: int, turn_ids: set[str], records: Records) -> None:
     """Add `ref`'s point as of `as_of`, then thin its points to `MAX_POINTS`."""
     store.put(key(ref, as_of), encode_point(as_of, turn_ids, records))
-    own = version_key(ref)
-    held = {  # as_of -> key, read from the values' headers (their turn ids and records left packed)
-        _AS_OF.unpack_from(raw)[0]: point_key for point_key, raw in store.scan(own)
-        if point_key == own or point_key.startswith(own + keys.SEP)
-    }
+    # as_of -> key, read from the values' headers (their turn ids and records left packed)
+    held = {_AS_OF.unpack_from(raw)[0]: point_key for point_key, raw in _stored(store, ref)}
     for offset in set(held) - set(thinned(sorted(held))):
         store.put(held[offset], None)
 
