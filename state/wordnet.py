@@ -17,16 +17,13 @@ Licence: WordNet 3.0 licence (permissive; /usr/share/doc/wordnet-base/copyright)
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import marshal
-import os
-import sys
 import threading
-import zlib
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
+
+from emgas.state import parse_cache
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +78,8 @@ def _default_lexicon() -> "WordNet | None":
     if directory is None:
         log.warning("no WordNet found (make wordnet, or EMGAS_WORDNET_DIR): query words the graph lacks are not expanded")
         return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "emgas"
     try:
-        return WordNet.load(directory, cache)
+        return WordNet.load(directory, parse_cache.default_dir())
     except (OSError, ValueError, KeyError, IndexError) as err:
         log.warning("WordNet in %s unreadable (%s): query words the graph lacks are not expanded", directory, err)
         return None
@@ -106,19 +102,7 @@ class WordNet:
         if cache_dir is None:
             return cls(*_parse(directory))
         sizes = sorted((f.name, f.stat().st_size) for f in directory.iterdir() if f.is_file())
-        key = hashlib.sha1(repr((_CACHE_VERSION, sys.version_info[:2], sizes)).encode()).hexdigest()[:12]
-        path = cache_dir / f"wordnet-{key}.marshal.z"
-        if path.exists():
-            try:
-                return cls(*marshal.loads(zlib.decompress(path.read_bytes())))
-            except (ValueError, EOFError, TypeError, zlib.error) as err:
-                log.warning("the WordNet cache %s is unreadable (%s): parsing the files again", path, err)
-        parsed = _parse(directory)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(zlib.compress(marshal.dumps(parsed), 1))
-        os.replace(tmp, path)
-        return cls(*parsed)
+        return cls(*parse_cache.cached(cache_dir, "wordnet", _CACHE_VERSION, sizes, lambda: _parse(directory), "WordNet"))
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """Lemmas of `word` as part of speech `pos` that WordNet has (its morphy)."""
