@@ -102,12 +102,6 @@ def points(store: PartitionStore | Transaction, ref: GraphRef) -> list[FoldPoint
     return sorted((decode_point(k, raw) for k, raw in _stored(store, ref)), key=lambda point: point.as_of)
 
 
-def load(store: PartitionStore | Transaction, ref: GraphRef) -> FoldPoint | None:
-    """`ref`'s latest fold point (None: it has none)."""
-    found = points(store, ref)
-    return found[-1] if found else None
-
-
 def latest_without(store: PartitionStore | Transaction, ref: GraphRef, turn_ids: set[str]) -> FoldPoint | None:
     """`ref`'s latest fold point that holds none of `turn_ids`: where
     re-folding the version without them can start (None: from the beginning)."""
@@ -147,8 +141,8 @@ def drop_holding(store: Transaction, ref: GraphRef, turn_ids: set[str]) -> None:
 
 def drop_version(store: Transaction, ref: GraphRef) -> None:
     """Drop every fold point of `ref`."""
-    for point in points(store, ref):
-        store.put(point.key, None)
+    for point_key, _ in list(_stored(store, ref)):
+        store.put(point_key, None)
 
 
 def drop_graph(store: Transaction, graph_id: str) -> None:
