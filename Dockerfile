@@ -8,6 +8,8 @@ COPY state ./state
 COPY streams ./streams
 COPY replay ./replay
 RUN pip install --no-cache-dir .
+# The fold's compiled loops (state/kernels.py), compiled once into the image's numba cache, not at each start.
+RUN python -c "from emgas.state import kernels; kernels.warm()"
 RUN useradd --create-home emgas && mkdir -p /var/lib/emgas && chown emgas /var/lib/emgas
 USER emgas
 CMD ["emgas", "worker"]

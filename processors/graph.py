@@ -309,9 +309,14 @@ class Mentions:
         self._values: dict[str, list] = {}
         self._held, self._meta, self._params = held, meta, params
 
+    def ticked(self, meta: GraphMeta) -> None:
+        """A tick that lists nothing, inside the run: the mentions after it
+        read `meta` (its last tick and decay parameters)."""
+        self._meta = meta
+
     def mention(self, cid: str, text: str, importance: float, at: datetime) -> None:
-        """`concept_after_mention` of the concept's values so far (the run's
-        meta carries the graph's last tick: no tick falls inside a run)."""
+        """`concept_after_mention` of the concept's values so far (the meta
+        carries the graph's last tick: `ticked` moves it)."""
         values = self._values.get(cid)
         if values is None:
             old = self._held.get(cid)

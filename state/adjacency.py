@@ -31,6 +31,8 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from emgas.state import kernels
+
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 _EMPTY_LAST = np.zeros(0, dtype=np.int64)
@@ -196,17 +198,9 @@ class Adjacency:
         if not self._queued:
             return
         chunks, self._queued = self._queued, []
-        src, dst, at, at_us = _pairs_of(
-            np.concatenate([m for m, _, _, _ in chunks]), np.concatenate([k for _, k, _, _ in chunks]),
-            np.concatenate([t for _, _, t, _ in chunks]), np.concatenate([u for _, _, _, u in chunks]),
-        )
-        distinct = src != dst
         n = max(self._n, 1)
-        pairs, first, counts = np.unique(src[distinct] * n + dst[distinct], return_inverse=True, return_counts=True)
-        earliest = np.full(len(pairs), np.inf)
-        np.minimum.at(earliest, first, at[distinct])
-        latest = np.full(len(pairs), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(latest, first, at_us[distinct])
+        members, sizes, at_s, at_us = chunks[0] if len(chunks) == 1 else tuple(np.concatenate(c) for c in zip(*chunks))
+        pairs, counts, earliest, latest = kernels.queued_pairs(members, sizes, at_s, at_us, n)
         row_of = pairs // n
         touched = np.unique(row_of)
         if len(touched) <= _FEW_ROWS:
@@ -328,35 +322,9 @@ class Adjacency:
     def _merge(self, i: int, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray) -> np.ndarray:
         """+increments on row i's counts of `others` (sorted, distinct), last =
         max(last, lasts); which of them were not neighbours of i yet (a mask over `others`)."""
-        idx, cnt, last = self.full_row(i)
-        pos = np.searchsorted(idx, others)
-        found = pos < len(idx)
-        found[found] = idx[pos[found]] == others[found]
-        if found.all():
-            cnt, last = cnt.copy(), last.copy()
-            cnt[pos] += increments
-            last[pos] = np.maximum(last[pos], lasts)
-            self._set(i, idx, cnt, last)
-            return ~found
-        new = ~found
-        # others[j]'s place in the merged row: its place in the old one plus the
-        # new entries before it (others is sorted, so those are others[:j]'s new ones).
-        before: np.ndarray = np.cumsum(new) - new
-        at = pos + before
-        slots = at[new]
-        total = len(idx) + len(slots)
-        kept = np.ones(total, dtype=bool)
-        kept[slots] = False
-        merged_idx = np.empty(total, dtype=np.int32)
-        merged_idx[kept], merged_idx[slots] = idx, others[new]
-        merged_cnt = np.zeros(total, dtype=np.int32)
-        merged_cnt[kept] = cnt
-        merged_last = np.full(total, np.iinfo(np.int64).min, dtype=np.int64)
-        merged_last[kept] = last
-        merged_cnt[at] += increments
-        merged_last[at] = np.maximum(merged_last[at], lasts)
-        self._set(i, merged_idx, merged_cnt, merged_last)
-        return new
+        idx, cnt, last, created = kernels.merge_into_row(*self.full_row(i), others, increments, lasts)
+        self._set(i, idx, cnt, last)
+        return created
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""
@@ -378,16 +346,10 @@ class Adjacency:
         bounds = np.append(starts, len(src)).tolist()
         dropped = 0
         for k, i in enumerate(rows.tolist()):
-            idx, cnt, last = self.full_row(i)
-            drop = dst[bounds[k]:bounds[k + 1]]
-            pos = np.searchsorted(idx, drop)
-            held = pos < len(idx)
-            held[held] = idx[pos[held]] == drop[held]
-            if held.any():
-                dropped += int(np.count_nonzero(held))
-                keep = np.ones(len(idx), dtype=bool)
-                keep[pos[held]] = False
-                self._set(i, idx[keep], cnt[keep], last[keep])
+            idx, cnt, last, gone = kernels.drop_from_row(*self.full_row(i), dst[bounds[k]:bounds[k + 1]])
+            if gone:
+                dropped += gone
+                self._set(i, idx, cnt, last)
         self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:
@@ -413,21 +375,6 @@ class Adjacency:
         changed = sum(idx.nbytes + cnt.nbytes + last.nbytes for idx, cnt, last in self._rows.values())
         base = self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + self._base_last.nbytes
         return base + changed
-
-
-def _pairs_of(
-    members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every ordered pair (a, b) of each clique's members (a == b included),
-    with its clique's times: (src, dst, at_s, at_us), k² entries per clique of k."""
-    squares = sizes * sizes
-    starts = np.cumsum(sizes) - sizes  # each clique's first member
-    within = np.arange(int(squares.sum())) - np.repeat(np.cumsum(squares) - squares, squares)
-    k = np.repeat(sizes, squares)
-    base = np.repeat(starts, squares)
-    src = members[base + within // k].astype(np.int64)
-    dst = members[base + within % k].astype(np.int64)
-    return src, dst, np.repeat(at_s, squares), np.repeat(at_us, squares)
 
 
 def _one(other: int, count: int, last_us: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

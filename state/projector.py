@@ -43,8 +43,8 @@ from typing import Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, ContentEvent, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot, SnapshotStarted,
-    TurnIngested,
+    LOG_EVENTS, Checkpoint, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
+    SnapshotStarted, TurnIngested,
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
@@ -169,20 +169,21 @@ class PartitionState:
         for members in graphs.values():
             run: list[int] = []
             for k in members + [-1]:
-                if k >= 0 and type(batch[k][0]) is TurnIngested:
+                if k >= 0 and turn_run.joins_run(batch[k][0]):
                     run.append(k)
                     continue
                 if run:
-                    turns = [cast(tuple[TurnIngested, int, bytes | None], batch[j]) for j in run]
-                    for j, outcome in zip(run, self._apply_turns(turns)):
+                    events = [cast(tuple[TurnIngested | Decay, int, bytes | None], batch[j]) for j in run]
+                    for j, outcome in zip(run, self._apply_run(events)):
                         outcomes[j] = outcome
                     run = []
                 if k >= 0:
                     event, offset, raw = batch[k]
                     outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
 
-    def _apply_turns(self, run: Sequence[tuple[TurnIngested, int, bytes | None]]) -> list[Outcome]:
-        """Turns of one graph, past the offset guard: each version's folded at once."""
+    def _apply_run(self, run: Sequence[tuple[TurnIngested | Decay, int, bytes | None]]) -> list[Outcome]:
+        """A run of one graph (`turn_run.joins_run`), past the offset guard:
+        each version's events folded at once."""
         outcomes: list[Outcome | None] = [None] * len(run)
         groups: dict[GraphRef, list[int]] = {}
         active: int | None = None
@@ -197,34 +198,27 @@ class PartitionState:
                 version = active = active or self.repo.active_version(event.graph_id)
             groups.setdefault(GraphRef(event.graph_id, version), []).append(k)
         for ref, members in groups.items():
-            turns = [(run[k][0], run[k][1], run[k][2] or encode(run[k][0])) for k in members]
-            for k, outcome in zip(members, self._fold_run(ref, turns)):
+            events = [(run[k][0], run[k][1], run[k][2] or encode(run[k][0])) for k in members]
+            for k, outcome in zip(members, self._fold_run(ref, events)):
                 outcomes[k] = outcome
         return cast(list[Outcome], outcomes)
 
-    def _fold_run(self, ref: GraphRef, turns: list[tuple[TurnIngested, int, bytes]]) -> list[Outcome]:
-        """The turns of one graph version, in log order: their outcomes. Should
-        folding them raise, each is applied alone, so the rejection is the
-        one event's, as without batches."""
-        fresh = turn_run.new_turns(self.repo, ref, turns)
-        applied = [turn for turn, new in zip(turns, fresh) if new]
+    def _fold_run(self, ref: GraphRef, run: list[turn_run.RunEvent]) -> list[Outcome]:
+        """The run's events of one graph version, in log order: their
+        outcomes. Should folding them raise, each is applied alone, so the
+        rejection is the one event's, as without batches."""
+        outcomes = turn_run.skipped(self.repo, ref, run, known=ref in self.views)
+        applied = [item for item, outcome in zip(run, outcomes) if outcome is None]
         try:
-            run = turn_run.fold_run(self.repo, ref, applied, self.params)
+            folded = turn_run.fold_run(self.repo, ref, applied, self.params)
         except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
-            return [self._content_event(event, offset, None, raw) for event, offset, raw in turns]
+            return [self._content_event(event, offset, None, raw) for event, offset, raw in run]
+        view = self._view_of(ref) if folded.applied else None  # before staging: loading it after would count the run twice
         if applied:
-            view = self._view_of(ref)
-            turn_run.stage_run(self.repo, ref, run)
-            view.add_turns(run)
-        return [
-            Outcome.APPLIED if new else self._duplicate_or_forgotten(ref, event)
-            for (event, _, _), new in zip(turns, fresh)
-        ]
-
-    def _duplicate_or_forgotten(self, ref: GraphRef, event: TurnIngested) -> Outcome:
-        """Why the turn rule's guard skipped a turn of a run."""
-        return Outcome.FORGOTTEN_TURN if self.repo.is_forgotten(event.graph_id, event.turn_id) and not \
-            self.repo.has_turn(ref, event.turn_id) else Outcome.DUPLICATE_TURN
+            turn_run.stage_run(self.repo, ref, folded)
+        if view is not None:
+            view.add_turns(folded)
+        return [Outcome.APPLIED if outcome is None else outcome for outcome in outcomes]
 
     def _graph_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
         rule_for(event)  # before anything: a type without a rule is never skipped or recorded

@@ -1,15 +1,21 @@
 """A run of turns of one graph version, folded at once.
 
-Between two events that must see the state one at a time (a tick, a
-consolidation, a retrieval, a forget, a version switch, the log's own
-records), the turns of a graph version only add: mentions to concepts,
-passages, co-occurrences. So the batch fold (`PartitionState.apply_batch`)
-folds such a run as a whole, with the operations the per-event rule
-(`processors.evolve.evolve_turn`) would apply, in the same order:
+Between two events that must see the state one at a time (a tick that
+lists something, a consolidation, a retrieval, a forget, a version switch,
+the log's own records), the turns of a graph version only add: mentions
+to concepts, passages, co-occurrences. So the batch fold
+(`PartitionState.apply_batch`) folds such a run as a whole, with the
+operations the per-event rules (`processors.evolve.evolve_turn`, and
+`evolve_decay` of a tick that lists nothing) would apply, in the same order:
 
-- the run's turns are checked as the turn rule's guard checks each (a turn
+- the run's events are checked as their rules' guards check each (a turn
   stored already, or earlier in the run, is a duplicate; a forgotten one is
-  skipped);
+  skipped; a tick of a version not known yet, or not later than the last
+  tick, is skipped);
+- a tick that lists nothing only moves the graph's last tick (the meta's
+  `decayed_to` and `decay`), which the mentions after it read: it takes its
+  place in the run instead of ending it (in a quiet graph's log most ticks
+  list nothing, and each would otherwise cut the runs to single turns);
 - every concept the run mentions is read once, each mention applied in log
   order on plain values (`processors.graph.Mentions`), and the concept
   written once, as the values the last mention leaves (a record only when
@@ -27,10 +33,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emgas.processors.events import TurnIngested
+from emgas.processors.events import Decay, TurnIngested
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, Mentions, Passage
 from emgas.state import keys
 from emgas.state.repository import GraphRepository, PendingConcept
+from emgas.state.rules import Outcome
+
+# A run's event as the fold hands it over: the event, its log offset, its bytes.
+RunEvent = tuple[TurnIngested | Decay, int, bytes]
+
+
+def joins_run(event: object) -> bool:
+    """Whether `event` can be folded inside a run of turns: a turn, or a
+    decay tick that lists nothing (its only write is the meta's last tick)."""
+    kind = type(event)
+    return kind is TurnIngested or (kind is Decay and not event.concepts and not event.edges)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -40,43 +57,76 @@ class FoldedRun:
     as the run leaves them, the meta after it."""
 
     applied: list[tuple[TurnIngested, int, bytes]]
+    ticks: list[tuple[Decay, int, bytes]]
     passages: list[Passage]
     concepts: dict[str, list]  # concept id -> its values (`Mentions`' order)
     meta: GraphMeta
 
 
-def new_turns(repo: GraphRepository, ref: GraphRef, turns: list[tuple[TurnIngested, int, bytes]]) -> list[bool]:
-    """Per turn, whether the turn rule's guard lets it apply: not stored in
-    `ref` already (nor earlier in the run), not forgotten on request."""
+def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bool) -> list[Outcome | None]:
+    """Per event of the run, why its rule's guard skips it as the events
+    before it leave the state (None: it applies). A turn: stored in `ref`
+    already, or earlier in the run (DUPLICATE_TURN), forgotten on request
+    (FORGOTTEN_TURN). A tick: of a version not known (`known`: before the
+    run; a turn applied makes it so) (UNKNOWN_GRAPH), not later than the
+    last tick (DUPLICATE_TICK)."""
+    turns = [event for event, _, _ in run if type(event) is TurnIngested]
     stored = repo.store.multi_get(
-        [key for event, _, _ in turns for key in (keys.passage(ref, event.turn_id), keys.forgotten_turn(ref, event.turn_id))]
+        [key for event in turns for key in (keys.passage(ref, event.turn_id), keys.forgotten_turn(ref, event.turn_id))]
     )
-    forgotten = repo.store.multi_get([keys.tombstone(ref.graph_id, event.turn_id) for event, _, _ in turns])
-    seen: set[str] = set()
-    fresh = []
-    for k, (event, _, _) in enumerate(turns):
-        held = stored[2 * k] is not None or stored[2 * k + 1] is not None or event.turn_id in seen
-        fresh.append(not held and forgotten[k] is None)
-        seen.add(event.turn_id)
-    return fresh
+    tombstones = repo.store.multi_get([keys.tombstone(ref.graph_id, event.turn_id) for event in turns])
+    seen: set[str] = set()  # turns applied earlier in the run
+    last_tick = repo.meta(ref).decayed_to
+    outcomes: list[Outcome | None] = []
+    k = 0
+    for event, _, _ in run:
+        if type(event) is TurnIngested:
+            if stored[2 * k] is not None or stored[2 * k + 1] is not None:
+                outcomes.append(Outcome.DUPLICATE_TURN)
+            elif tombstones[k] is not None:
+                outcomes.append(Outcome.FORGOTTEN_TURN)
+            elif event.turn_id in seen:
+                outcomes.append(Outcome.DUPLICATE_TURN)
+            else:
+                outcomes.append(None)
+                seen.add(event.turn_id)
+                known = True
+            k += 1
+        elif not known:
+            outcomes.append(Outcome.UNKNOWN_GRAPH)
+        elif last_tick is not None and event.timestamp <= last_tick:
+            outcomes.append(Outcome.DUPLICATE_TICK)
+        else:
+            outcomes.append(None)
+            last_tick = event.timestamp
+    return outcomes
 
 
-def fold_run(
-    repo: GraphRepository, ref: GraphRef, applied: list[tuple[TurnIngested, int, bytes]], params: GraphParams
-) -> FoldedRun:
-    """The turns `applied` (all new: see `new_turns`), folded in order onto
-    `ref` as stored. Reads only: `stage_run` writes the result.
+def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], params: GraphParams) -> FoldedRun:
+    """The events `applied` (all past their guards: see `skipped`), folded
+    in order onto `ref` as stored. Reads only: `stage_run` writes the result.
 
     Per turn (`evolve_turn`): each concept mentioned (`Mentions`), its
     passage at place seq = N (0-based, log order), N + 1, clock = max,
-    first_seen = min."""
+    first_seen = min. Per tick (`evolve_decay` of one that lists nothing):
+    decayed_to = its time, decay = its parameters."""
     meta = repo.meta(ref)
-    held = repo.concept_values(ref, dict.fromkeys(c.id for event, _, _ in applied for c in event.concepts))
+    held = repo.concept_values(
+        ref, dict.fromkeys(c.id for event, _, _ in applied if type(event) is TurnIngested for c in event.concepts)
+    )
     mentions = Mentions(held, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
-    passages = []
-    for event, _, _ in applied:
+    passages: list[Passage] = []
+    applied_turns: list[tuple[TurnIngested, int, bytes]] = []
+    ticks: list[tuple[Decay, int, bytes]] = []
+    for event, offset, raw in applied:
         at = event.timestamp
+        if isinstance(event, Decay):
+            meta = meta.model_copy(update={"decayed_to": at, "decay": event.params})
+            mentions.ticked(meta)
+            ticks.append((event, offset, raw))
+            continue
+        applied_turns.append((event, offset, raw))
         for concept in event.concepts:
             mentions.mention(concept.id, concept.text, concept.importance, at)
         passages.append(Passage.model_construct(
@@ -90,17 +140,18 @@ def fold_run(
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    return FoldedRun(applied, passages, mentions.values(), meta)
+    return FoldedRun(applied_turns, ticks, passages, mentions.values(), meta)
 
 
 def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
-    """Stage what the run writes: what `evolve_turn`'s writes of each turn
-    stage, each record once (the journal entries and passages per turn, the
-    concepts and meta as the run leaves them)."""
+    """Stage what the run writes: what the writes of each of its events
+    stage, each record once (the journal entries per event, the passages
+    per turn, the concepts and meta as the run leaves them)."""
     put = repo.store.put
-    for _, offset, raw in run.applied:
+    for _, offset, raw in (*run.applied, *run.ticks):
         put(keys.journal_entry(ref, offset), raw)
-    put(keys.registry(ref), b"")
+    if run.applied:
+        put(keys.registry(ref), b"")
     put(keys.graph_meta(ref), run.meta)
     for cid, values in run.concepts.items():
         put(keys.concept(ref, cid), PendingConcept(cid, values))

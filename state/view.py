@@ -22,7 +22,7 @@ import bisect
 import heapq
 import math
 from datetime import datetime
-from typing import Any, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
 
 import numpy as np
 
@@ -37,11 +37,13 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState
-from emgas.state import keys
+from emgas.state import kernels, keys
 from emgas.state.adjacency import Adjacency
 from emgas.state.repository import GraphRepository, from_us, to_us
 from emgas.state.rows import encode_packed, upper_pairs
-from emgas.state.turn_run import FoldedRun
+
+if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
+    from emgas.state.turn_run import FoldedRun
 
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
@@ -219,13 +221,9 @@ class GraphView:
         bounds = np.flatnonzero(np.concatenate([[True], sorted_rows[1:] != sorted_rows[:-1], [True]]))
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             at = order[lo:hi]
-            idx, cnt, last = self._adjacency.full_row(int(sorted_rows[lo]))
-            pos = idx.searchsorted(others[at])
-            hit = pos < len(idx)
-            hit[hit] = idx[pos[hit]] == others[at][hit]
-            found[at[hit]] = True
-            counts[at[hit]] = cnt[pos[hit]]
-            lasts[at[hit]] = last[pos[hit]]
+            found[at], counts[at], lasts[at] = kernels.find_in_row(
+                *self._adjacency.full_row(int(sorted_rows[lo])), others[at],
+            )
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
         result: dict[Edge, PairState] = {}
         for k in np.flatnonzero(found).tolist():

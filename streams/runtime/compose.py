@@ -16,6 +16,7 @@ from typing import Any
 import faust
 
 from emgas.processors.extract import extractor_id
+from emgas.state import kernels
 from emgas.state.retrieval import warm_up
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
@@ -107,8 +108,13 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    # WordNet and the encoder load beside the start, not on a first query (`Warming`).
-    warming = Warming(lambda: warm_up(settings.activation, settings.word_vectors_cache))
+    # The fold's compiled loops, WordNet and the encoder load beside the start,
+    # not in a first fold or on a first query (`Warming`).
+    def warm() -> None:
+        kernels.warm()
+        warm_up(settings.activation, settings.word_vectors_cache)
+
+    warming = Warming(warm)
     recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]

@@ -78,7 +78,7 @@ class Warming:
         try:
             load()
         except Exception:  # noqa: BLE001 - queries load what they need themselves then
-            log.exception("loading WordNet and the encoder at start failed")
+            log.exception("warming up at start (the fold's kernels, WordNet, the encoder) failed")
         finally:
             self._done.set()
 

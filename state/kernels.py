@@ -1,0 +1,192 @@
+"""Compiled loops over the adjacency's rows (numba), where numpy's cost per
+call outweighs the work: a fold merges a few increments into each of a few
+rows per turn, and a tick looks up and drops a few entries per row.
+
+A row is (neighbour indices int32 sorted, pair counts int32, last
+co-occurrence int64 µs). Every kernel returns new arrays and never writes
+to its inputs (a row handed to a reader stays valid). They use integer
+arithmetic, comparisons and min/max only, so their results are the numpy
+code's bit for bit (`tests/unit/test_kernels.py` compares them).
+
+Each is written here as plain Python over arrays and compiled by numba on
+the first call of any of them (numba is imported then, not with this
+module: a worker's start does not wait for it), the compiled code cached
+on disk (`cache=True`: beside this file, or in the user's cache directory
+where that is read-only; about 7 s to compile, 0.3 s to load). `warm`
+compiles or loads them, for a worker to call beside its start rather than
+inside its first fold.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+_INT64_MIN = np.iinfo(np.int64).min
+_compiling = threading.Lock()
+
+
+def _compiled_on_first_call(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """`kernel`, which on its first call compiles every kernel of the module
+    and rebinds each name to its compiled form (later calls go straight there)."""
+    name = kernel.__name__
+
+    def first_call(*args: Any) -> Any:
+        _compile()
+        return globals()[name](*args)
+
+    first_call.__name__ = first_call.__qualname__ = name
+    first_call.__doc__ = kernel.__doc__
+    _SOURCES[name] = kernel
+    return first_call
+
+
+_SOURCES: dict[str, Callable[..., Any]] = {}
+
+
+def _compile() -> None:
+    with _compiling:
+        if all(hasattr(globals()[name], "signatures") for name in _SOURCES):
+            return
+        from numba import njit  # noqa: PLC0415 - imported on first use: see the module's docstring
+
+        for name, kernel in _SOURCES.items():
+            globals()[name] = njit(cache=True, nogil=True)(kernel)
+
+
+@_compiled_on_first_call
+def merge_into_row(
+    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Row (idx, cnt, last) with `others` (sorted, distinct) merged in:
+    cnt += increments, last = max(last, lasts), entries not there yet
+    created (count = increment, last = max(int64 min, lasts)). Returns the
+    merged row and, per entry of `others`, whether it was created."""
+    n, m = len(idx), len(others)
+    created = np.zeros(m, dtype=np.bool_)
+    fresh = 0
+    i = 0
+    for k in range(m):
+        while i < n and idx[i] < others[k]:
+            i += 1
+        if i >= n or idx[i] != others[k]:
+            created[k] = True
+            fresh += 1
+    out_idx = np.empty(n + fresh, dtype=np.int32)
+    out_cnt = np.empty(n + fresh, dtype=np.int32)
+    out_last = np.empty(n + fresh, dtype=np.int64)
+    i = k = o = 0
+    while i < n or k < m:
+        if k >= m or (i < n and idx[i] < others[k]):
+            out_idx[o], out_cnt[o], out_last[o] = idx[i], cnt[i], last[i]
+            i += 1
+        elif i >= n or others[k] < idx[i]:
+            out_idx[o], out_cnt[o] = others[k], increments[k]
+            out_last[o] = max(_INT64_MIN, lasts[k])
+            k += 1
+        else:
+            out_idx[o], out_cnt[o] = idx[i], cnt[i] + increments[k]
+            out_last[o] = max(last[i], lasts[k])
+            i += 1
+            k += 1
+        o += 1
+    return out_idx, out_cnt, out_last, created
+
+
+@_compiled_on_first_call
+def drop_from_row(
+    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, drop: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """Row (idx, cnt, last) without the entries of neighbours `drop`
+    (sorted; ones not in the row are ignored); the row (a copy, even when
+    nothing went) and how many went."""
+    n, m = len(idx), len(drop)
+    keep = np.ones(n, dtype=np.bool_)
+    dropped = 0
+    i = 0
+    for k in range(m):
+        while i < n and idx[i] < drop[k]:
+            i += 1
+        if i < n and idx[i] == drop[k] and keep[i]:
+            keep[i] = False
+            dropped += 1
+    return idx[keep], cnt[keep], last[keep], dropped
+
+
+@_compiled_on_first_call
+def find_in_row(
+    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, others: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per entry of `others` (any order): whether row (idx, cnt, last) holds
+    it, and its count and last µs there (0 where not)."""
+    m = len(others)
+    found = np.zeros(m, dtype=np.bool_)
+    counts = np.zeros(m, dtype=np.int64)
+    lasts = np.zeros(m, dtype=np.int64)
+    for k in range(m):
+        pos = np.searchsorted(idx, others[k])
+        if pos < len(idx) and idx[pos] == others[k]:
+            found[k] = True
+            counts[k] = cnt[pos]
+            lasts[k] = last[pos]
+    return found, counts, lasts
+
+
+@_compiled_on_first_call
+def queued_pairs(
+    members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray, n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Every ordered pair (a, b), a != b, of each clique's members (`members`
+    one clique after another, `sizes` their counts, `at_s` / `at_us` their
+    event times), as keys a·n + b sorted and distinct, with the number of
+    cliques holding each, the earliest of their times in s and the latest in µs."""
+    total = 0
+    for size in sizes:
+        total += size * (size - 1)
+    keys = np.empty(total, dtype=np.int64)
+    when_s = np.empty(total, dtype=np.float64)
+    when_us = np.empty(total, dtype=np.int64)
+    o = start = 0
+    for c in range(len(sizes)):
+        size = sizes[c]
+        for x in range(start, start + size):
+            for y in range(start, start + size):
+                a, b = members[x], members[y]
+                if a != b:
+                    keys[o] = np.int64(a) * n + b
+                    when_s[o], when_us[o] = at_s[c], at_us[c]
+                    o += 1
+        start += size
+    keys, when_s, when_us = keys[:o], when_s[:o], when_us[:o]
+    order = np.argsort(keys, kind="mergesort")
+    distinct = 0
+    for k in range(o):
+        if k == 0 or keys[order[k]] != keys[order[k - 1]]:
+            distinct += 1
+    pairs = np.empty(distinct, dtype=np.int64)
+    counts = np.zeros(distinct, dtype=np.int64)
+    earliest = np.full(distinct, np.inf)
+    latest = np.full(distinct, _INT64_MIN, dtype=np.int64)
+    d = -1
+    for k in range(o):
+        j = order[k]
+        if k == 0 or keys[j] != keys[order[k - 1]]:
+            d += 1
+            pairs[d] = keys[j]
+        counts[d] += 1
+        earliest[d] = min(earliest[d], when_s[j])
+        latest[d] = max(latest[d], when_us[j])
+    return pairs, counts, earliest, latest
+
+
+def warm() -> None:
+    """Compile (or load from the cache) every kernel for the types the adjacency passes."""
+    _compile()
+    idx, cnt, last = np.array([1, 3], dtype=np.int32), np.array([1, 1], dtype=np.int32), np.zeros(2, dtype=np.int64)
+    others = np.array([2, 3], dtype=np.int32)
+    merge_into_row(idx, cnt, last, others, np.ones(2, dtype=np.int32), np.zeros(2, dtype=np.int64))
+    drop_from_row(idx, cnt, last, others)
+    find_in_row(idx, cnt, last, others.astype(np.int64))
+    queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)

@@ -1,0 +1,106 @@
+"""The adjacency's compiled kernels against plain Python on the same rows."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emgas.state import kernels
+
+INT64_MIN = np.iinfo(np.int64).min
+
+# A row: distinct neighbours -> (count, last µs).
+row_strategy = st.dictionaries(
+    st.integers(0, 60), st.tuples(st.integers(1, 2**20), st.integers(-(2**40), 2**40)), max_size=25,
+)
+
+
+def as_arrays(row: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    keys = sorted(row)
+    return (
+        np.array(keys, dtype=np.int32),
+        np.array([row[k][0] for k in keys], dtype=np.int32),
+        np.array([row[k][1] for k in keys], dtype=np.int64),
+    )
+
+
+def as_dict(idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> dict[int, tuple[int, int]]:
+    assert list(idx) == sorted(set(idx.tolist())), "a row's neighbours stay sorted and distinct"
+    return {int(i): (int(c), int(t)) for i, c, t in zip(idx, cnt, last)}
+
+
+@given(row_strategy, row_strategy)
+@settings(max_examples=300, deadline=None)
+def test_merge_into_row_adds_counts_keeps_the_later_time_and_names_the_new_entries(row, incoming):
+    idx, cnt, last = as_arrays(row)
+    others, increments, lasts = as_arrays(incoming)
+    before = (idx.copy(), cnt.copy(), last.copy())
+
+    out_idx, out_cnt, out_last, created = kernels.merge_into_row(idx, cnt, last, others, increments, lasts)
+
+    expected = dict(row)
+    for k, (increment, at) in incoming.items():
+        count, was = expected.get(k, (0, INT64_MIN))
+        expected[k] = (count + increment, max(was, at))
+    assert as_dict(out_idx, out_cnt, out_last) == expected
+    assert created.tolist() == [k not in row for k in sorted(incoming)]
+    for array, kept in zip((idx, cnt, last), before):
+        assert np.array_equal(array, kept), "the row handed in is never written"
+
+
+@given(row_strategy, st.sets(st.integers(0, 60), max_size=25))
+@settings(max_examples=300, deadline=None)
+def test_drop_from_row_removes_exactly_the_neighbours_it_holds(row, drop):
+    idx, cnt, last = as_arrays(row)
+    out_idx, out_cnt, out_last, gone = kernels.drop_from_row(idx, cnt, last, np.array(sorted(drop), dtype=np.int32))
+    assert as_dict(out_idx, out_cnt, out_last) == {k: v for k, v in row.items() if k not in drop}
+    assert gone == len(drop & row.keys())
+    assert len(idx) == len(row)
+
+
+@given(row_strategy, st.lists(st.integers(0, 60), max_size=25))
+@settings(max_examples=300, deadline=None)
+def test_find_in_row_reads_each_asked_neighbour_in_any_order(row, asked):
+    found, counts, lasts = kernels.find_in_row(*as_arrays(row), np.array(asked, dtype=np.int64))
+    assert found.tolist() == [k in row for k in asked]
+    assert counts.tolist() == [row.get(k, (0, 0))[0] for k in asked]
+    assert lasts.tolist() == [row.get(k, (0, 0))[1] for k in asked]
+
+
+cliques = st.lists(
+    st.tuples(
+        st.sets(st.integers(0, 30), max_size=6),
+        st.floats(0, 1e9, allow_nan=False, allow_infinity=False),
+        st.integers(0, 2**50),
+    ),
+    min_size=1, max_size=12,
+)
+
+
+@given(cliques)
+@settings(max_examples=300, deadline=None)
+def test_queued_pairs_counts_each_ordered_pair_with_its_earliest_and_latest_time(queued):
+    members = np.array([m for clique, _, _ in queued for m in sorted(clique)], dtype=np.int32)
+    sizes = np.array([len(clique) for clique, _, _ in queued], dtype=np.int64)
+    at_s = np.array([s for _, s, _ in queued], dtype=np.float64)
+    at_us = np.array([us for _, _, us in queued], dtype=np.int64)
+    n = 31
+
+    pairs, counts, earliest, latest = kernels.queued_pairs(members, sizes, at_s, at_us, n)
+
+    expected: dict[int, tuple[int, float, int]] = {}
+    for clique, s, us in queued:
+        for a in clique:
+            for b in clique:
+                if a != b:
+                    count, first, last = expected.get(a * n + b, (0, float("inf"), INT64_MIN))
+                    expected[a * n + b] = (count + 1, min(first, s), max(last, us))
+    assert pairs.tolist() == sorted(expected)
+    assert [(c, f, t) for c, f, t in zip(counts.tolist(), earliest.tolist(), latest.tolist())] == [
+        expected[k] for k in sorted(expected)
+    ]
+
+
+def test_warm_compiles_every_kernel():
+    kernels.warm()
+    for kernel in (kernels.merge_into_row, kernels.drop_from_row, kernels.find_in_row, kernels.queued_pairs):
+        assert kernel.signatures, f"{kernel.__name__} compiled"
