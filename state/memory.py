@@ -23,10 +23,10 @@ class MemoryStore(PartitionStore):
         self._check()
         return self._data.get(key)
 
-    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         self._check()
-        start = bisect.bisect_left(self._keys, prefix)
-        for key in self._keys[start:]:
+        first = bisect.bisect_left(self._keys, prefix if start is None else max(prefix, start))
+        for key in self._keys[first:]:
             if not key.startswith(prefix):
                 break
             yield key, self._data[key]

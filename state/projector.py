@@ -81,6 +81,9 @@ class PartitionState:
         self._committed = self._offset
         self.last_rejection: str | None = None
         self.rejections: dict[int, str] = {}  # offset -> why the fold rejected the event there (the last batch)
+        # A version re-folded by `refolds`: its records and the view the re-fold
+        # left, which serves once those very records replace the version's.
+        self._refold_views: dict[GraphRef, tuple[Records, GraphView]] = {}
 
     @property
     def applied_offset(self) -> int:
@@ -363,8 +366,12 @@ class PartitionState:
         if writes and isinstance(writes[0], Forgetting):
             for erased in writes[0].erased:
                 self.views.pop(erased, None)
-            for refolded in writes[0].refolded:
-                self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
+            for refolded, records in writes[0].refolded.items():
+                kept = self._refold_views.pop(refolded, None)
+                if kept is not None and kept[0] is records:  # the re-fold's own view of these records
+                    self.views[refolded] = kept[1]
+                else:
+                    self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
             return
         if view is None:
             return
@@ -405,16 +412,16 @@ class PartitionState:
             scratch, after = PartitionState(MemoryStore(), self.params), -1
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         kept = []
-        for entry in self.repo.journal(ref):
-            if entry.offset <= after:
-                continue
+        for entry in self.repo.journal(ref, after):
             event = decode_graph_event(entry.event)
             if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):
                 kept.append((event, entry.offset, entry.event))
         scratch.apply_batch(kept)
         if ref not in scratch.views:
             return None
-        return list(scratch.repo.records(ref))  # read through its transaction: no store to fill
+        records = list(scratch.repo.records(ref))  # read through its transaction: no store to fill
+        self._refold_views[ref] = (records, scratch.views[ref])  # clean: reading the records settled its rows
+        return records
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active."""

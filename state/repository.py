@@ -112,9 +112,9 @@ class GraphRepository:
     def has_forget(self, graph_id: str, request_id: str) -> bool:
         return self.store.get(keys.forget_request(graph_id, request_id)) is not None
 
-    def journal(self, ref: GraphRef) -> Iterator[Entry]:
-        """The events applied to the graph version, in log order."""
-        for key, raw in self.store.scan(keys.section(ref, b"j")):
+    def journal(self, ref: GraphRef, after: int = -1) -> Iterator[Entry]:
+        """The events applied to the graph version after log offset `after`, in log order."""
+        for key, raw in self.store.scan(keys.section(ref, b"j"), keys.journal_entry(ref, after + 1)):
             yield Entry(keys.journal_offset(key, ref), raw)
 
     def turn_ids(self, ref: GraphRef) -> set[str]:

@@ -61,8 +61,9 @@ class RocksStore(PartitionStore):
     def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         return cast(list[bytes | None], self._open()[list(keys)]) if keys else []
 
-    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        items = cast(Iterator[tuple[bytes, bytes]], self._open().items(from_key=prefix))  # keys and values are bytes here
+    def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        from_key = prefix if start is None else max(prefix, start)
+        items = cast(Iterator[tuple[bytes, bytes]], self._open().items(from_key=from_key))  # keys and values are bytes here
         for key, value in items:
             if not key.startswith(prefix):
                 break

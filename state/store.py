@@ -48,8 +48,9 @@ class PartitionStore(ABC):
         return list(self.get_models(keys, model))
 
     @abstractmethod
-    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Items whose key starts with `prefix`, in ascending key order."""
+    def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with `prefix`, in ascending key order, from
+        the first key not below `start` (None: from the first)."""
 
     @abstractmethod
     def write(self, batch: Batch) -> None:

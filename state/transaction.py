@@ -111,14 +111,14 @@ class Transaction(PartitionStore):
             for value in self._lookup(keys)
         ]
 
-    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
         self.settle()
-        return self._merged(prefix)
+        return self._merged(prefix, prefix if start is None else max(prefix, start))
 
-    def _merged(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        mine = self._pending_with(prefix)
-        theirs = self.store.scan(prefix)
+    def _merged(self, prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        mine = self._pending_with(prefix, start)
+        theirs = self.store.scan(prefix, start)
         i = 0
         for key, value in theirs:
             while i < len(mine) and mine[i] < key:
@@ -138,12 +138,12 @@ class Transaction(PartitionStore):
             if raw is not None:
                 yield key, raw
 
-    def _pending_with(self, prefix: bytes) -> list[bytes]:
+    def _pending_with(self, prefix: bytes, start: bytes) -> list[bytes]:
         if self._sorted is None:
             self._sorted = sorted(self._pending)
-        start = bisect.bisect_left(self._sorted, prefix)
+        first = bisect.bisect_left(self._sorted, start)
         keys = []
-        for key in self._sorted[start:]:
+        for key in self._sorted[first:]:
             if not key.startswith(prefix):
                 break
             keys.append(key)

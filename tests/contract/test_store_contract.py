@@ -54,6 +54,19 @@ def test_scan_is_prefix_bounded_and_ordered(make_store):
     assert list(store.scan(b"zz")) == []
 
 
+@pytest.mark.parametrize(("start", "expected"), [
+    (None, [b"g\x00a", b"g\x00b", b"g\x00c"]),
+    (b"g\x00b", [b"g\x00b", b"g\x00c"]),  # from the first key not below start
+    (b"g\x00ba", [b"g\x00c"]),
+    (b"g", [b"g\x00a", b"g\x00b", b"g\x00c"]),  # below the prefix: from the prefix
+    (b"g\x01", []),
+])
+def test_scan_from_a_start_key(make_store, start, expected):
+    store = make_store()
+    store.write({b"g\x00b": b"2", b"g\x00a": b"1", b"g\x00c": b"3", b"g": b"x", b"h\x00a": b"4"})
+    assert [key for key, _ in store.scan(b"g\x00", start)] == expected
+
+
 def test_empty_value_is_a_value(make_store):
     store = make_store()
     store.write({b"k": b""})

@@ -19,6 +19,7 @@ from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.rocks import RocksStore
+from emgas.state.view import load_view
 from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.support.factories import FAST, T0, VOCAB, ingested
 
@@ -159,6 +160,21 @@ def test_after_forgetting_the_graph_is_the_one_that_never_saw_the_turns(lived):
     never = folded(never_saw(lived.log, {"t0", "t100", "t200"}), FAST)
     assert digests(lived.state) == digests(never)
     assert ONCE not in lived.state.view(GRAPH).index  # only t0 mentioned it
+
+
+def test_the_view_a_forget_leaves_is_the_re_folds_and_equals_the_one_loaded_from_the_store(monkeypatch):
+    log = LocalLog(FAST)
+    log.extend(list(turns(Stream(days=14, turns_per_day=6))))
+    loads = []
+    monkeypatch.setattr("emgas.state.projector.load_view", lambda *args: loads.append(args[1]) or load_view(*args))
+    log.append(forget(GRAPH, "t20"))
+    ref = GraphRef(GRAPH, 1)
+    assert ref not in loads, "re-folded from the start: nothing loads the version, the re-fold's view serves"
+    view, loaded = log.state.views[ref], load_view(log.state.repo, ref, FAST.decay)
+    assert view.snapshot() == loaded.snapshot()
+    assert {c: sorted(view.passage_ids[i]) for c, i in view.index.items()} == \
+        {c: sorted(loaded.passage_ids[i]) for c, i in loaded.index.items()}
+    assert (view.edges, view.turns) == (loaded.edges, loaded.turns)
 
 
 def test_replaying_a_log_with_forgets_gives_the_live_graph(lived, tmp_path):

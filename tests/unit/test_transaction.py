@@ -62,6 +62,10 @@ def test_reads_see_pending_writes_merged_with_the_store(ops):
             seen = dict(committed)
         for prefix in (b"", b"a", b"a\x00", b"b", b"zz"):
             assert list(txn.scan(prefix)) == sorted((k, v) for k, v in seen.items() if k.startswith(prefix))
+            for start in ALL_KEYS:
+                assert list(txn.scan(prefix, start)) == sorted(
+                    (k, v) for k, v in seen.items() if k.startswith(prefix) and k >= start
+                )
         assert txn.multi_get(ALL_KEYS) == [seen.get(k) for k in ALL_KEYS]
         assert dict(store.scan(b"")) == committed
 
