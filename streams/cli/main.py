@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import json
 import signal
@@ -36,8 +37,16 @@ from emgas.streams.errors import InputFileError, QueryTimeout, StreamsError
 from emgas.streams.settings import Settings
 
 
+# The fold allocates many short-lived objects (events, records, tuples) that
+# reference counting frees; CPython's default thresholds (a young collection
+# every 700 allocations) spent 10-15 % of a fold in the cyclic collector
+# looking for cycles that are not there.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _collect_less()
     try:
         settings = Settings()
         use_directory(settings.wordnet_dir)
@@ -49,6 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"invalid configuration ({where}): {exc.errors()[0]['msg']}", args.verbose)
     except KeyboardInterrupt:
         return 130
+
+
+def _collect_less() -> None:
+    """The objects the imports made are never traversed again (`gc.freeze`),
+    and the collector runs at `GC_THRESHOLDS`."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _fail(message: str, verbose: bool) -> int:
