@@ -14,10 +14,10 @@ written to the store when the partition transaction settles
 writing each stored row per turn.
 
 A turn's clique (`add_clique`) is only queued; the queued cliques are
-merged into their rows at the next read, all at once (one sort of every
-queued pair with the touched rows' entries), so a fold that reads rows
-rarely (a decay tick, a query) pays the numpy call overhead once per
-touched row per read, not once per concept per turn. A merge adds the
+merged into their rows at the next read, all at once (every queued pair
+counted, then each touched row merged with its pairs, in compiled loops:
+`state.kernels`), so a fold that reads rows rarely (a decay tick, a
+query) pays for a row once per read, not once per concept per turn. A merge adds the
 number of cliques holding a pair to its count and keeps the later of its
 last time and theirs (`processors.evolve.pair_after`). Rows are replaced,
 never resized in place, so a row handed to a reader stays valid. A merge
@@ -36,7 +36,6 @@ from emgas.state import kernels
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 _EMPTY_LAST = np.zeros(0, dtype=np.int64)
-_FEW_ROWS = 24  # queued turns touching at most this many rows merge row by row
 
 Row = tuple[np.ndarray, np.ndarray, np.ndarray]  # (neighbours, counts, last µs)
 
@@ -193,39 +192,32 @@ class Adjacency:
         self._uncounted = True
 
     def _merge_queued(self) -> None:
-        """Merge every queued clique into its rows: the queued pairs and the
-        touched rows' entries summed by (row, neighbour) in one sort."""
+        """Merge every queued clique into its rows: the queued pairs counted
+        (`kernels.queued_pairs`), then each touched row merged with its
+        pairs (`kernels.merge_into_rows`), all in compiled loops."""
         if not self._queued:
             return
         chunks, self._queued = self._queued, []
         n = max(self._n, 1)
         members, sizes, at_s, at_us = chunks[0] if len(chunks) == 1 else tuple(np.concatenate(c) for c in zip(*chunks))
         pairs, counts, earliest, latest = kernels.queued_pairs(members, sizes, at_s, at_us, n)
+        if not len(pairs):
+            self._created(_EMPTY_IDX, _EMPTY_IDX, np.zeros(0))
+            return
         row_of = pairs // n
         touched = np.unique(row_of)
-        if len(touched) <= _FEW_ROWS:
-            self._merge_rows(touched, row_of, pairs, n, counts, earliest, latest)
-            return
-        old = [self.full_row(i) for i in touched.tolist()]  # the queue is empty now: no merge
-        old_len = np.fromiter((len(idx) for idx, _, _ in old), dtype=np.int64, count=len(old))
-        old_keys = np.repeat(touched, old_len) * n + np.concatenate([idx for idx, _, _ in old] + [_EMPTY_IDX])
-        created = ~np.isin(pairs, old_keys, assume_unique=True)
-        # Old entries and queued pairs of the touched rows, summed by (row, neighbour) in one sort.
-        keys = np.concatenate([old_keys, pairs])
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        counts_all = np.concatenate([np.concatenate([cnt for _, cnt, _ in old] + [_EMPTY_CNT]), counts])[order]
-        lasts_all = np.concatenate([np.concatenate([last for _, _, last in old] + [_EMPTY_LAST]), latest])[order]
-        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-        merged_keys = keys[starts]
-        merged_counts = np.add.reduceat(counts_all, starts).astype(np.int32)
-        merged_lasts = np.maximum.reduceat(lasts_all, starts).astype(np.int64)
-        merged_rows = merged_keys // n
-        merged_idx = (merged_keys % n).astype(np.int32)
-        bounds = np.searchsorted(merged_rows, np.append(touched, touched[-1] + 1)).tolist()
-        for k, i in enumerate(touched.tolist()):
+        rows = touched.tolist()
+        old = [self.full_row(i) for i in rows]  # the queue is empty now: no merge
+        old_ptr = np.zeros(len(old) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((len(idx) for idx, _, _ in old), dtype=np.int64, count=len(old)), out=old_ptr[1:])
+        ptr, idx, cnt, last, created = kernels.merge_into_rows(
+            old_ptr, np.concatenate([idx for idx, _, _ in old]), np.concatenate([cnt for _, cnt, _ in old]),
+            np.concatenate([last for _, _, last in old]), touched, pairs, counts, latest, n,
+        )
+        bounds = ptr.tolist()
+        for k, i in enumerate(rows):
             lo, hi = bounds[k], bounds[k + 1]
-            self._set(i, merged_idx[lo:hi], merged_counts[lo:hi], merged_lasts[lo:hi])
+            self._set(i, idx[lo:hi], cnt[lo:hi], last[lo:hi])
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
         self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
@@ -239,29 +231,6 @@ class Adjacency:
         self._precounted, self._uncounted = 0, False
         if len(self._rows) > self._n // 2 + 1024:
             self.compact()
-
-    def _merge_rows(
-        self, touched: np.ndarray, row_of: np.ndarray, pairs: np.ndarray, n: int, counts: np.ndarray,
-        earliest: np.ndarray, latest: np.ndarray,
-    ) -> None:
-        """The queued pairs merged row by row (fewer numpy calls than one
-        global sort when a turn or two touch a few rows)."""
-        neighbour = (pairs % n).astype(np.int32)
-        counts = counts.astype(np.int32)
-        bounds = np.searchsorted(row_of, np.append(touched, touched[-1] + 1)).tolist()
-        new_a, new_b, new_at = [], [], []
-        for k, i in enumerate(touched.tolist()):
-            lo, hi = bounds[k], bounds[k + 1]
-            created = self._merge(i, neighbour[lo:hi], counts[lo:hi], latest[lo:hi])
-            others, since = neighbour[lo:hi][created], earliest[lo:hi][created]
-            upper = others > i  # each new edge is new at both ends: report it from its lower end
-            if upper.any():
-                new_a.append(np.full(int(upper.sum()), i, dtype=np.int32))
-                new_b.append(others[upper])
-                new_at.append(since[upper])
-        if not new_a:
-            new_a, new_b, new_at = [_EMPTY_IDX], [_EMPTY_IDX], [np.zeros(0)]
-        self._created(np.concatenate(new_a), np.concatenate(new_b), np.concatenate(new_at))
 
     def compact(self) -> None:
         """Fold every changed row back into one CSR (rows handed out stay

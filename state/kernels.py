@@ -96,6 +96,50 @@ def merge_into_row(
 
 
 @_compiled_on_first_call
+def merge_into_rows(
+    old_ptr: np.ndarray, old_idx: np.ndarray, old_cnt: np.ndarray, old_last: np.ndarray, touched: np.ndarray,
+    pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """`merge_into_row` of many rows at once. Row r is `touched[r]` (rows
+    ascending), its entries old_*[old_ptr[r]:old_ptr[r + 1]]; the pairs to
+    merge are keys row·n + neighbour (sorted, distinct, each of a touched
+    row) with their counts and latest µs. Returns the merged rows (row r
+    at out[ptr[r]:ptr[r + 1]]) and, per pair, whether it was created."""
+    rows, m = len(touched), len(pairs)
+    total = len(old_idx) + m
+    out_ptr = np.zeros(rows + 1, dtype=np.int64)
+    out_idx = np.empty(total, dtype=np.int32)
+    out_cnt = np.empty(total, dtype=np.int32)
+    out_last = np.empty(total, dtype=np.int64)
+    created = np.zeros(m, dtype=np.bool_)
+    k = o = 0
+    for r in range(rows):
+        row = touched[r]
+        i, end = old_ptr[r], old_ptr[r + 1]
+        stop = k
+        while stop < m and pairs[stop] // n == row:
+            stop += 1
+        while i < end or k < stop:
+            if k < stop:
+                other = pairs[k] - row * n
+            if k >= stop or (i < end and old_idx[i] < other):
+                out_idx[o], out_cnt[o], out_last[o] = old_idx[i], old_cnt[i], old_last[i]
+                i += 1
+            elif i >= end or other < old_idx[i]:
+                out_idx[o], out_cnt[o], out_last[o] = other, counts[k], latest[k]
+                created[k] = True
+                k += 1
+            else:
+                out_idx[o], out_cnt[o] = other, old_cnt[i] + counts[k]
+                out_last[o] = max(old_last[i], latest[k])
+                i += 1
+                k += 1
+            o += 1
+        out_ptr[r + 1] = o
+    return out_ptr, out_idx[:o], out_cnt[:o], out_last[:o], created
+
+
+@_compiled_on_first_call
 def drop_from_row(
     idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, drop: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
@@ -190,3 +234,7 @@ def warm() -> None:
     drop_from_row(idx, cnt, last, others)
     find_in_row(idx, cnt, last, others.astype(np.int64))
     queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)
+    merge_into_rows(
+        np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),
+        np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
+    )

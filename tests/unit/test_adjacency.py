@@ -75,16 +75,9 @@ def apply_compact(adj: Adjacency, operation: tuple, known: int | None = None) ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(op, max_size=40), st.sampled_from([0, 24]))
-def test_compact_rows_equal_the_reference(operations, few_rows):
-    """Both ways of merging queued turns: one global sort (`few_rows` 0), row by row."""
-    import emgas.state.adjacency as adjacency
-
-    adjacency._FEW_ROWS, default = few_rows, adjacency._FEW_ROWS
-    try:
-        check_against_reference(operations)
-    finally:
-        adjacency._FEW_ROWS = default
+@given(st.lists(op, max_size=40))
+def test_compact_rows_equal_the_reference(operations):
+    check_against_reference(operations)
 
 
 def check_against_reference(operations: list) -> None:

@@ -100,7 +100,34 @@ def test_queued_pairs_counts_each_ordered_pair_with_its_earliest_and_latest_time
     ]
 
 
+@given(st.dictionaries(st.integers(0, 12), st.tuples(row_strategy, row_strategy), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_merge_into_rows_is_merge_into_row_of_each(rows):
+    n = 61
+    touched = sorted(rows)
+    old = [as_arrays(rows[r][0]) for r in touched]
+    old_ptr = np.cumsum([0] + [len(idx) for idx, _, _ in old]).astype(np.int64)
+    incoming = [(r, k, v) for r in touched for k, v in sorted(rows[r][1].items())]
+    pairs = np.array([r * n + k for r, k, _ in incoming], dtype=np.int64)
+    counts = np.array([v[0] for _, _, v in incoming], dtype=np.int64)
+    latest = np.array([v[1] for _, _, v in incoming], dtype=np.int64)
+
+    ptr, idx, cnt, last, created = kernels.merge_into_rows(
+        old_ptr, *(np.concatenate([row[part] for row in old]) for part in range(3)),
+        np.array(touched, dtype=np.int64), pairs, counts, latest, n,
+    )
+
+    expected_created = []
+    for r, (lo, hi) in zip(touched, zip(ptr[:-1], ptr[1:])):
+        others, increments, lasts = as_arrays(rows[r][1])
+        one = kernels.merge_into_row(*as_arrays(rows[r][0]), others, increments, lasts)
+        assert as_dict(idx[lo:hi], cnt[lo:hi], last[lo:hi]) == as_dict(*one[:3])
+        expected_created += one[3].tolist()
+    assert created.tolist() == expected_created
+
+
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_row, kernels.drop_from_row, kernels.find_in_row, kernels.queued_pairs):
+    for kernel in (kernels.merge_into_row, kernels.merge_into_rows, kernels.drop_from_row, kernels.find_in_row,
+                   kernels.queued_pairs):
         assert kernel.signatures, f"{kernel.__name__} compiled"
