@@ -35,6 +35,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
+from emgas.state.repository import GraphRepository
 from emgas.state.retrieval import answer, graph_stats, held_passages, reinforcement
 from emgas.state.scheduler import Scheduler
 from emgas.state.snapshot_writer import SnapshotPolicy, SnapshotWriter
@@ -157,6 +158,27 @@ class PartitionWorker:
             applied_offset=self.state.applied_offset,
             graphs=tuple(partition_digests(self.state.repo, request.graph_id)),
         )
+
+    def digests_later(self, request: DigestQuery) -> Callable[[], DigestReply | ErrorReply]:
+        """`request`'s digests of the state as it is now, to hash later on any
+        thread while this one folds on (hashing every graph of a partition
+        takes seconds, and queries must not wait for it): what is needed is
+        taken now (a copy of the pending writes over the store, which must
+        not be committed to until the hashing is done: `Transaction.read_copy`,
+        and the offset), the hashing is the function returned."""
+        state, offset = GraphRepository(self.state.txn.read_copy()), self.state.applied_offset
+
+        def digests() -> DigestReply | ErrorReply:
+            try:
+                return DigestReply(
+                    request_id=request.request_id, worker=self.name, partition=self.partition,
+                    applied_offset=offset, graphs=tuple(partition_digests(state, request.graph_id)),
+                )
+            except Exception as exc:  # noqa: BLE001 - a bug must not leave a client hanging
+                log.exception("request %s failed", request.request_id)
+                return error_reply(request, "internal_error", f"{type(exc).__name__}: {exc}")
+
+        return digests
 
     def on_timer(self, wall: datetime) -> list[GraphEvent]:
         """Ticks due by the window (missed before a restart) or by idleness."""

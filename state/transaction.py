@@ -111,6 +111,18 @@ class Transaction(PartitionStore):
             for value in self._lookup(keys)
         ]
 
+    def read_copy(self) -> Transaction:
+        """A transaction that reads what this one reads now: the same store
+        under a copy of the pending writes (settled and encoded here, so it
+        shares no object with this one), to read on another thread. It stays
+        so only while the store is not written: whoever hands it to a thread
+        commits nothing to the store until the thread is done (the worker:
+        `PartitionStates.reading`)."""
+        self.settle()
+        copy = Transaction(self.store)
+        copy.write({key: _raw(value) for key, value in self._pending.items()})
+        return copy
+
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
         self.settle()
@@ -178,3 +190,4 @@ class Transaction(PartitionStore):
     def close(self) -> None:
         self.rollback()
         self.store.close()
+

@@ -190,7 +190,7 @@ class Agents:
     async def apply_events(self, stream: Any) -> None:
         settings = self.settings
         async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
-            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing)
+            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading)
             pending: dict[int, list[tuple[GraphEvent, int, bytes]]] = {}  # per partition, in log order
             for event in events:
                 message = event.message
@@ -256,7 +256,7 @@ class Agents:
             worker = self.states.worker(partition)
             await self.output.append(worker.on_timer(wall))
             worker.state.views.evict_unused(rounds)
-            if worker.state.uncommitted and self.pacing.due(worker):
+            if worker.state.uncommitted and self.pacing.due(worker) and not self.states.reading(partition):
                 # An idle partition's last events reach the store too. Safe between
                 # two slices of a batch: a tick they made due and a crash lost is due again.
                 worker.state.commit()

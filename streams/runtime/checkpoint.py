@@ -10,7 +10,9 @@ A batch of graph events is applied to the partition states' transactions
 3. commit each touched partition state, with the offset of the last event
    it applied, in one atomic RocksDB batch, when its `CommitPacing` says
    so (at most every `EMGAS_STATE_COMMIT_INTERVAL_S`: a commit rewrites
-   every pair row changed since the last one, and hub rows are long);
+   every pair row changed since the last one, and hub rows are long), and
+   no thread reads its store (a digest hashing the partition: a later
+   batch commits it; a forced commit waits for the thread);
 4. return to Faust, which acknowledges the batch's messages and commits
    the consumer offsets later.
 
@@ -61,10 +63,14 @@ EVERY_BATCH = CommitPacing(0.0)
 class Checkpoint:
     """What one batch touched: the workers to commit and the events to emit."""
 
-    def __init__(self, send: Send, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH) -> None:
+    def __init__(
+        self, send: Send, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH,
+        reading: Callable[[int], bool] = lambda partition: False,
+    ) -> None:
         self._send = send
         self._hold_s = hold_s  # the crash tests' window between 2 and 3
         self._pacing = pacing
+        self._reading = reading  # whether a thread reads a partition's store now: not committed to meanwhile
         self._workers: dict[int, PartitionWorker] = {}
         self._emitted: list[GraphEvent] = []
 
@@ -81,6 +87,11 @@ class Checkpoint:
         if self._hold_s and self._workers:
             await asyncio.sleep(self._hold_s)
         for k, worker in enumerate(self._workers.values()):
+            if self._reading(worker.partition):
+                if not force:
+                    continue  # committed by a later batch, or the idle timer
+                while self._reading(worker.partition):
+                    await asyncio.sleep(0.02)
             if force or self._pacing.due(worker):
                 if k:
                     # Between two partitions' commits (each a few tens of ms under load),

@@ -110,9 +110,16 @@ class PartitionStates:
     def open_partitions(self) -> list[int]:
         return sorted(self._open)
 
+    def reading(self, partition: int) -> bool:
+        """Whether a thread reads the partition's state now (`in_thread`): its
+        store is then not committed to (a thread may read it under a copy of
+        what was pending when it started: `Transaction.read_copy`)."""
+        return self._busy[partition] > 0
+
     async def in_thread(self, partition: int, work: Callable[[], T]) -> T:
-        """`work()` in a thread, the partition's state not released while it runs
-        (until the thread ends, even if the caller is cancelled meanwhile)."""
+        """`work()` in a thread, the partition's state not released (nor, by the
+        callers that check `reading`, committed) while it runs (until the
+        thread ends, even if the caller is cancelled meanwhile)."""
         loop = asyncio.get_running_loop()
         self._busy[partition] += 1
 

@@ -200,7 +200,15 @@ class QueryServer:
             return
         if covering and isinstance(request, DigestQuery):
             return
-        reply, due = self.states.worker(record.partition).on_request(request, time.perf_counter)
+        worker = self.states.worker(record.partition)
+        reply: Reply
+        due: list[GraphEvent] = []
+        if isinstance(request, DigestQuery) and request.graph_id is None:
+            # Every graph of the partition: seconds of hashing, done off the event
+            # loop (queries go on meanwhile) on the state as of this moment.
+            reply = await self.states.in_thread(record.partition, worker.digests_later(request))
+        else:
+            reply, due = worker.on_request(request, time.perf_counter)
         self._count(request, reply, covering)
         await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
         if not covering:

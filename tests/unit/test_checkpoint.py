@@ -74,3 +74,33 @@ def test_a_crash_between_commits_refolds_the_events_after_the_last_commit():
     assert worker.state.committed_offset == 0
     restarted = PartitionState(store, GraphParams())  # a crash: what was not committed is gone
     assert restarted.applied_offset == 0  # recovery reads the log from offset 1 again
+
+
+def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_the_thread():
+    worker, sent = a_worker(), []
+    reading = {0: True}  # a digest hashes partition 0 on a thread
+
+    async def send(event):
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def batches() -> list[int]:
+        committed = []
+        checkpoint = Checkpoint(send, reading=lambda partition: reading[partition])
+        worker.state.apply(ingested("g", "t0", {"cat": 0.5}), 0)
+        checkpoint.add(worker, [])
+        await checkpoint.commit()
+        committed.append(worker.state.committed_offset)  # not while the thread reads
+        worker.state.apply(ingested("g", "t1", {"dog": 0.5}), 1)
+        checkpoint.add(worker, [])
+        forced = asyncio.create_task(checkpoint.commit(force=True))
+        await asyncio.sleep(0.1)
+        committed.append(worker.state.committed_offset)  # the forced commit waits for the thread
+        reading[0] = False
+        await forced
+        committed.append(worker.state.committed_offset)
+        return committed
+
+    assert worker.partition == 0
+    assert asyncio.run(batches()) == [-1, -1, 1]

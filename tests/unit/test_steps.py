@@ -1,5 +1,6 @@
 """The step functions, driven without a broker: what the agents call."""
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -8,6 +9,8 @@ from emgas.processors.dynamics import DAY_S
 from emgas.processors.events import ActivationQuery, DigestQuery, ErrorReply, Retrieved, StatsQuery
 from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
+from emgas.state.rocks import RocksStore
+from emgas.state.store import PartitionStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.steps import PartitionWorker
 from tests.support.factories import T0, ingested
@@ -18,8 +21,8 @@ WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DAILY = GraphParams(window_s=DAY_S, consolidate_every_s=0)
 
 
-def worker(params: GraphParams = DAILY) -> PartitionWorker:
-    return PartitionWorker(PartitionState(MemoryStore(), params), params, name="w", partition=3)
+def worker(store: PartitionStore | None = None, params: GraphParams = DAILY) -> PartitionWorker:
+    return PartitionWorker(PartitionState(store or MemoryStore(), params), params, name="w", partition=3)
 
 
 def test_an_event_returns_its_outcome_and_the_ticks_it_made_due():
@@ -58,6 +61,21 @@ def test_a_digest_names_the_worker_partition_and_offset():
     w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 7, WALL)
     reply, _ = w.on_request(DigestQuery(request_id="d"), lambda: 0.0)
     assert (reply.worker, reply.partition, reply.applied_offset) == ("w", 3, 7)
+    assert [d.graph_id for d in reply.graphs] == ["g"]
+
+
+def test_digests_hashed_later_on_another_thread_are_those_of_the_state_when_asked(tmp_path):
+    w = worker(RocksStore(tmp_path / "state"))
+    w.on_graph_event(ingested("g", "t1", {"kafka": 0.8}), 7, WALL)
+    w.state.commit()
+    w.on_graph_event(ingested("g", "t2", {"kafka": 0.5, "lag": 0.4}), 8, WALL)  # pending, not committed
+    asked = DigestQuery(request_id="d")
+    expected, _ = w.on_request(asked, lambda: 0.0)
+    later = w.digests_later(asked)
+    w.on_graph_event(ingested("h", "t3", {"flink": 0.6}), 9, WALL)  # after the request: not in its digests
+    with ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(later).result()
+    assert reply == expected and reply.applied_offset == 8
     assert [d.graph_id for d in reply.graphs] == ["g"]
 
 
@@ -116,7 +134,7 @@ def test_a_batch_makes_due_the_ticks_of_every_window_its_turns_enter(minutes):
     turns enter, as applying them one by one would (their lists are decided
     on the state after the batch)."""
     turns = [ingested("g", f"t{k}", {"kafka": 0.8, "lag": 0.5}, minute=m) for k, m in enumerate(minutes)]
-    one_by_one, batched = worker(HOURLY), worker(HOURLY)
+    one_by_one, batched = worker(params=HOURLY), worker(params=HOURLY)
     expected = [e for offset, turn in enumerate(turns) for e in one_by_one.on_graph_event(turn, offset, WALL)[1]]
     outcomes, due = batched.on_graph_events([(turn, offset, None) for offset, turn in enumerate(turns)], WALL)
     assert outcomes == [Outcome.APPLIED] * len(turns)

@@ -168,3 +168,16 @@ def test_a_record_pending_as_values_reads_and_commits_as_its_model():
     txn.commit()
     assert store.get(key) == record.model_dump_json().encode()
     assert concept_values(ConceptState.model_validate_json(store.get(key))) == values
+
+
+def test_a_read_copy_reads_what_was_pending_when_it_was_made_and_nothing_staged_after():
+    store = MemoryStore()
+    txn = Transaction(store)
+    txn.write({b"a": b"1", b"b": b"2"})
+    txn.commit()
+    txn.write({b"a": None, b"c": b"3"})
+    copy = txn.read_copy()
+    txn.write({b"c": b"4", b"d": b"5"})  # staged after the copy: not in it
+    assert list(copy.scan(b"")) == [(b"b", b"2"), (b"c", b"3")]
+    assert copy.multi_get([b"a", b"c", b"d"]) == [None, b"3", None]
+    assert list(txn.scan(b"")) == [(b"b", b"2"), (b"c", b"4"), (b"d", b"5")]
