@@ -77,7 +77,7 @@ def test_a_crash_between_commits_refolds_the_events_after_the_last_commit():
 
 
 def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_the_thread():
-    worker, sent = a_worker(), []
+    worker = a_worker()
     reading = {0: True}  # a digest hashes partition 0 on a thread
 
     async def send(event):

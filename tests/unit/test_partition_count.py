@@ -65,3 +65,33 @@ async def test_a_verification_without_every_partitions_digest_is_refused(answere
             await check
     else:
         await check
+
+
+class SizedLog:
+    async def partitions(self, topic: str) -> list[int]:
+        return [0, 1, 2]
+
+    async def bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return {0: (0, 1_000), 1: (500, 15_500), 2: (0, 0)}
+
+
+async def test_the_wait_for_a_partitions_digests_grows_with_its_records(monkeypatch):
+    waits: list[float | None] = []
+
+    async def digests(self, graph_id=None, timeout_s=None):  # noqa: ANN001, ANN202
+        waits.append(timeout_s)
+        return []
+
+    monkeypatch.setattr(MemoryClient, "digests", digests)
+    monkeypatch.setattr(MemoryClient, "__aenter__", lambda self: _itself(self))
+    monkeypatch.setattr(MemoryClient, "__aexit__", lambda self, *exc: _itself(None))
+    settings = Settings(broker="kafka:9092", query_timeout_s=5)
+    largest = await admin._largest(SizedLog(), "emgas.graph-events")
+    await admin.live_digests(settings, None, largest)
+    await admin.live_digests(settings, "alice", largest)  # one graph: hashed in no time
+    assert largest == 15_000
+    assert waits == [5 + 15_000 * admin.DIGEST_S_PER_RECORD, 5]
+
+
+async def _itself(value):  # noqa: ANN001, ANN202
+    return value

@@ -81,6 +81,10 @@ def digest_differs(r: SoakRecords) -> None:
     r.digest_differences.append("g1 v1: live abc, replayed def")
 
 
+def verify_timed_out(r: SoakRecords) -> None:
+    r.verify_error = "no reply to request 1f for partition 0 within 30 s (is a worker running?)"
+
+
 def query_hangs(r: SoakRecords) -> None:
     r.attempts.append(Attempt("g1", 3.0, 30.0, "timeout"))
 
@@ -102,6 +106,7 @@ def no_recovery(r: SoakRecords) -> None:
     (wrong_reason, "bad_records_dead_lettered", 1, "dead-lettered as 'invalid_fields'"),
     (valid_refused, "valid_turns_dead_lettered", 1, "not sent as bad"),
     (digest_differs, "digests_equal", False, "differ from the replay"),
+    (verify_timed_out, "digests_equal", False, "could not be verified: no reply"),
     (query_hangs, None, None, "past their 5 s timeout"),
     (query_unclear, None, None, "without a reply or a timeout"),
     (no_recovery, None, None, "not recovered"),

@@ -69,6 +69,7 @@ class SoakRecords:
     attempts: list[Attempt]
     query_timeout_s: float
     not_recovered: list[str] = field(default_factory=list)  # faults after which the system never came back
+    verify_error: str | None = None  # why `replay --verify` could not compare the digests
 
 
 def reconcile(records: SoakRecords) -> dict[str, Any]:
@@ -78,7 +79,9 @@ def reconcile(records: SoakRecords) -> dict[str, Any]:
     figures.update(_turns(records, failures))
     figures.update(_dead_letters(records, failures))
     figures.update(_queries(records, failures))
-    figures["digests_equal"] = not records.digest_differences
+    figures["digests_equal"] = not records.digest_differences and records.verify_error is None
+    if records.verify_error is not None:
+        failures.append(f"the digests could not be verified: {records.verify_error}")
     if records.digest_differences:
         failures.append(f"{len(records.digest_differences)} graph digest(s) differ from the replay: "
                         + "; ".join(records.digest_differences[:3]))

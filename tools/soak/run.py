@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 from emgas.processors.events import DeadLetter, PassagesReply, StatsReply
 from emgas.replay.fold import Selection
-from emgas.streams.errors import QueryTimeout
+from emgas.replay.errors import ReplayError
+from emgas.streams.errors import QueryTimeout, StreamsError
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
@@ -259,11 +260,17 @@ class Soak:
         self.drained = drained
         self.died = died
         graphs = {g: await self._graph_counts_retried(client, g, list(ids)) for g, ids in offered.items()}
-        result = await replay(self.settings, self.fleet.home / "replayed", None, Selection(), verify=True,
-                              from_beginning=True)
-        self.replayed_graphs = sum(1 for d in result.digests if d.active)
+        differences, verify_error = [], None
+        try:
+            result = await replay(self.settings, self.fleet.home / "replayed", None, Selection(), verify=True,
+                                  from_beginning=True)
+            self.replayed_graphs = sum(1 for d in result.digests if d.active)
+            differences = result.differences or []
+        except (StreamsError, ReplayError) as err:  # a verification that cannot finish fails the run, in one line
+            verify_error = str(err)
         return SoakRecords(
-            offered=offered, graphs=graphs, digest_differences=result.differences or [], bad_sent=self.bad,
+            offered=offered, graphs=graphs, digest_differences=differences, verify_error=verify_error,
+            bad_sent=self.bad,
             dead_letters=await self._dead_letters(), attempts=asker.attempts,
             query_timeout_s=self.options.query_timeout_s,
             not_recovered=[f"{f.kind} at {f.started_s:.0f} s" for f in self.faults if f.recovered_s is None],
