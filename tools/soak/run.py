@@ -107,6 +107,7 @@ class Soak:
         self.bad: list[BadRecord] = []
         self.rss: dict[str, list[list[float]]] = {name: [] for name in names}
         self.load_s = 0.0
+        self.replayed_graphs = 0  # graphs the end-of-run replay rebuilt (0: it could not finish)
         self.graphs: set[str] = set()  # the soak's graphs, once the warm-up has published to each
         self.unanswered_graphs: list[str] = []  # graphs that did not answer at the end
         self.starts: list[list[Any]] = []  # [seconds, worker, pid] of every worker start after the first
@@ -267,7 +268,8 @@ class Soak:
             self.replayed_graphs = sum(1 for d in result.digests if d.active)
             differences = result.differences or []
         except (StreamsError, ReplayError) as err:  # a verification that cannot finish fails the run, in one line
-            verify_error = str(err)
+            verify_error = f"{type(err).__name__}: {err}"
+            print(f"soak: the digests could not be verified: {verify_error}", file=sys.stderr)
         return SoakRecords(
             offered=offered, graphs=graphs, digest_differences=differences, verify_error=verify_error,
             bad_sent=self.bad,
