@@ -169,10 +169,11 @@ class QueryServer:
         partition = record.partition
         if record.timestamp < self._since_ms:  # sent before this server started: its client has given up on it
             return
-        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000:
+        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000 and not _asks_digests(record.value):
             # Its client has given up (and asked again, if it still wants an answer): answering it
             # would only make the queries behind it wait, so that a server that fell behind
-            # (a burst, a rebalance, a starved CPU) would stay behind.
+            # (a burst, a rebalance, a starved CPU) would stay behind. Not a partition's digests:
+            # their client waits in proportion to the partition (`admin.live_digests`).
             self.metrics.expired.inc()
             return
         if partition in self.recovery.ready_partitions():
@@ -201,18 +202,23 @@ class QueryServer:
         if covering and isinstance(request, DigestQuery):
             return
         worker = self.states.worker(record.partition)
-        reply: Reply
-        due: list[GraphEvent] = []
         if isinstance(request, DigestQuery) and request.graph_id is None:
-            # Every graph of the partition: seconds of hashing, done off the event
-            # loop (queries go on meanwhile) on the state as of this moment.
-            reply = await self.states.in_thread(record.partition, worker.digests_later(request))
-        else:
-            reply, due = worker.on_request(request, time.perf_counter)
+            # Every graph of the partition: seconds of hashing, done on a thread, of
+            # the state as of this moment, while this server goes on to the next query.
+            task = asyncio.create_task(self._send_digests(request, record.partition, worker.digests_later(request)))
+            self._held.add(task)
+            task.add_done_callback(self._held.discard)
+            return
+        reply, due = worker.on_request(request, time.perf_counter)
         self._count(request, reply, covering)
         await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
         if not covering:
             await self.append(due)
+
+    async def _send_digests(self, request: DigestQuery, partition: int, digests: Callable[[], Reply]) -> None:
+        reply = await self.states.in_thread(partition, digests)
+        self._count(request, reply, covering=False)
+        await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
 
     def _count(self, request: Any, reply: Reply, covering: bool) -> None:
         self.metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
@@ -275,3 +281,13 @@ class QueryServer:
 
 
 OWNERS_PARTITIONS = 1  # a handful of small records: one partition keeps them in order
+
+
+def _asks_digests(raw: bytes) -> bool:
+    """Whether a query record asks a partition's digests (a verification, whose
+    client waits longer than a query's timeout); anything undecodable is not."""
+    try:
+        request = decode_request(raw)
+    except DecodeError:
+        return False
+    return isinstance(request, DigestQuery) and request.graph_id is None
