@@ -105,13 +105,3 @@ def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_t
     assert worker.partition == 0
     assert asyncio.run(batches()) == [-1, -1, 1]
 
-
-def test_only_a_partitions_digests_outlive_the_query_timeout_in_the_servers_queue():
-    from emgas.processors.codec import encode
-    from emgas.processors.events import ActivationQuery, DigestQuery
-    from emgas.streams.runtime.serving import _asks_digests
-
-    assert _asks_digests(encode(DigestQuery(request_id="d")))
-    assert not _asks_digests(encode(DigestQuery(request_id="d", graph_id="alice")))  # one graph: answered inline
-    assert not _asks_digests(encode(ActivationQuery(request_id="q", graph_id="alice", text="cats")))
-    assert not _asks_digests(b"{not json")

@@ -204,3 +204,14 @@ def test_work_in_a_thread_keeps_a_partition_open_until_the_thread_ends(tmp_path)
 
     assert asyncio.run(scenario()) == [False, True]
     states.close()
+
+
+def test_only_a_partitions_digests_outlive_the_query_timeout_in_the_servers_queue():
+    from emgas.processors.codec import encode
+    from emgas.processors.events import ActivationQuery, DigestQuery
+    from emgas.streams.runtime.serving import _asks_digests
+
+    assert _asks_digests(encode(DigestQuery(request_id="d")))
+    assert not _asks_digests(encode(DigestQuery(request_id="d", graph_id="alice")))  # one graph: answered inline
+    assert not _asks_digests(encode(ActivationQuery(request_id="q", graph_id="alice", text="cats")))
+    assert not _asks_digests(b"{not json")
