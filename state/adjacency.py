@@ -217,7 +217,9 @@ class Adjacency:
         bounds = ptr.tolist()
         for k, i in enumerate(rows):
             lo, hi = bounds[k], bounds[k + 1]
-            self._set(i, idx[lo:hi], cnt[lo:hi], last[lo:hi])
+            # Copies, not views of the merge's arrays: a view would keep all of them
+            # alive (hub rows included) for as long as any one of its rows is not replaced.
+            self._set(i, idx[lo:hi].copy(), cnt[lo:hi].copy(), last[lo:hi].copy())
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
         self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])

@@ -46,8 +46,9 @@ RunEvent = tuple[TurnIngested | Decay, int, bytes]
 def joins_run(event: object) -> bool:
     """Whether `event` can be folded inside a run of turns: a turn, or a
     decay tick that lists nothing (its only write is the meta's last tick)."""
-    kind = type(event)
-    return kind is TurnIngested or (kind is Decay and not event.concepts and not event.edges)  # type: ignore[attr-defined]
+    if type(event) is TurnIngested:
+        return True
+    return isinstance(event, Decay) and not event.concepts and not event.edges
 
 
 @dataclass(frozen=True)
