@@ -293,7 +293,12 @@ class Adjacency:
     def _merge(self, i: int, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray) -> np.ndarray:
         """+increments on row i's counts of `others` (sorted, distinct), last =
         max(last, lasts); which of them were not neighbours of i yet (a mask over `others`)."""
-        idx, cnt, last, created = kernels.merge_into_row(*self.full_row(i), others, increments, lasts)
+        idx, cnt, last = self.full_row(i)
+        n = max(self._n, 1)
+        _, idx, cnt, last, created = kernels.merge_into_rows(
+            np.array([0, len(idx)], dtype=np.int64), idx, cnt, last, np.array([i], dtype=np.int64),
+            i * n + others.astype(np.int64), increments.astype(np.int64), lasts.astype(np.int64), n,
+        )
         self._set(i, idx, cnt, last)
         return created
 

@@ -57,54 +57,16 @@ def _compile() -> None:
 
 
 @_compiled_on_first_call
-def merge_into_row(
-    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Row (idx, cnt, last) with `others` (sorted, distinct) merged in:
-    cnt += increments, last = max(last, lasts), entries not there yet
-    created (count = increment, last = max(int64 min, lasts)). Returns the
-    merged row and, per entry of `others`, whether it was created."""
-    n, m = len(idx), len(others)
-    created = np.zeros(m, dtype=np.bool_)
-    fresh = 0
-    i = 0
-    for k in range(m):
-        while i < n and idx[i] < others[k]:
-            i += 1
-        if i >= n or idx[i] != others[k]:
-            created[k] = True
-            fresh += 1
-    out_idx = np.empty(n + fresh, dtype=np.int32)
-    out_cnt = np.empty(n + fresh, dtype=np.int32)
-    out_last = np.empty(n + fresh, dtype=np.int64)
-    i = k = o = 0
-    while i < n or k < m:
-        if k >= m or (i < n and idx[i] < others[k]):
-            out_idx[o], out_cnt[o], out_last[o] = idx[i], cnt[i], last[i]
-            i += 1
-        elif i >= n or others[k] < idx[i]:
-            out_idx[o], out_cnt[o] = others[k], increments[k]
-            out_last[o] = max(_INT64_MIN, lasts[k])
-            k += 1
-        else:
-            out_idx[o], out_cnt[o] = idx[i], cnt[i] + increments[k]
-            out_last[o] = max(last[i], lasts[k])
-            i += 1
-            k += 1
-        o += 1
-    return out_idx, out_cnt, out_last, created
-
-
-@_compiled_on_first_call
 def merge_into_rows(
     old_ptr: np.ndarray, old_idx: np.ndarray, old_cnt: np.ndarray, old_last: np.ndarray, touched: np.ndarray,
     pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """`merge_into_row` of many rows at once. Row r is `touched[r]` (rows
-    ascending), its entries old_*[old_ptr[r]:old_ptr[r + 1]]; the pairs to
-    merge are keys row·n + neighbour (sorted, distinct, each of a touched
-    row) with their counts and latest µs. Returns the merged rows (row r
-    at out[ptr[r]:ptr[r + 1]]) and, per pair, whether it was created."""
+    """Rows with pairs merged in: row r is `touched[r]` (rows ascending), its
+    entries old_*[old_ptr[r]:old_ptr[r + 1]]; the pairs are keys row·n +
+    neighbour (sorted, distinct, each of a touched row) with their counts
+    and latest µs: count += count, last = max(last, latest), a pair not in
+    its row yet created with its count and latest. Returns the merged rows
+    (row r at out[ptr[r]:ptr[r + 1]]) and, per pair, whether it was created."""
     rows, m = len(touched), len(pairs)
     total = len(old_idx) + m
     out_ptr = np.zeros(rows + 1, dtype=np.int64)
@@ -230,7 +192,6 @@ def warm() -> None:
     _compile()
     idx, cnt, last = np.array([1, 3], dtype=np.int32), np.array([1, 1], dtype=np.int32), np.zeros(2, dtype=np.int64)
     others = np.array([2, 3], dtype=np.int32)
-    merge_into_row(idx, cnt, last, others, np.ones(2, dtype=np.int32), np.zeros(2, dtype=np.int64))
     drop_from_row(idx, cnt, last, others)
     find_in_row(idx, cnt, last, others.astype(np.int64))
     queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)

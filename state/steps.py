@@ -142,21 +142,19 @@ class PartitionWorker:
             if isinstance(request, PassageQuery):
                 return held_passages(self.state, request), []
             if isinstance(request, DigestQuery):
-                return self._digests(request), []
+                return self._digests(request, self.state.repo, self.state.applied_offset), []
             reply = answer(self.state, request, self.activation, self.extraction, clock)
         except QueryError as err:
             return error_reply(request, err.code, err.message), []
         except Exception as exc:  # noqa: BLE001 - a bug must not leave a client hanging
-            log.exception("request %s failed", request.request_id)
-            return error_reply(request, "internal_error", f"{type(exc).__name__}: {exc}"), []
+            return _failed(request, exc), []
         retrieved = reinforcement(self.state, request, reply, self.params)
         return reply, [retrieved] if retrieved is not None else []
 
-    def _digests(self, request: DigestQuery) -> DigestReply:
+    def _digests(self, request: DigestQuery, repo: GraphRepository, offset: int) -> DigestReply:
         return DigestReply(
             request_id=request.request_id, worker=self.name, partition=self.partition,
-            applied_offset=self.state.applied_offset,
-            graphs=tuple(partition_digests(self.state.repo, request.graph_id)),
+            applied_offset=offset, graphs=tuple(partition_digests(repo, request.graph_id)),
         )
 
     def digests_later(self, request: DigestQuery) -> Callable[[], DigestReply | ErrorReply]:
@@ -166,17 +164,13 @@ class PartitionWorker:
         taken now (a copy of the pending writes over the store, which must
         not be committed to until the hashing is done: `Transaction.read_copy`,
         and the offset), the hashing is the function returned."""
-        state, offset = GraphRepository(self.state.txn.read_copy()), self.state.applied_offset
+        repo, offset = GraphRepository(self.state.txn.read_copy()), self.state.applied_offset
 
         def digests() -> DigestReply | ErrorReply:
             try:
-                return DigestReply(
-                    request_id=request.request_id, worker=self.name, partition=self.partition,
-                    applied_offset=offset, graphs=tuple(partition_digests(state, request.graph_id)),
-                )
+                return self._digests(request, repo, offset)
             except Exception as exc:  # noqa: BLE001 - a bug must not leave a client hanging
-                log.exception("request %s failed", request.request_id)
-                return error_reply(request, "internal_error", f"{type(exc).__name__}: {exc}")
+                return _failed(request, exc)
 
         return digests
 
@@ -186,6 +180,12 @@ class PartitionWorker:
         for ref in sorted(self.state.views):
             due += self.scheduler.due(self.state, ref)
         return due + self.scheduler.idle_due(self.state, wall)
+
+
+def _failed(request: Request, exc: Exception) -> ErrorReply:
+    """A request a bug failed: said in the log with its traceback, answered as an internal error."""
+    log.exception("request %s failed", request.request_id)
+    return error_reply(request, "internal_error", f"{type(exc).__name__}: {exc}")
 
 
 def error_reply(request: Request, code: str, message: str) -> ErrorReply:

@@ -28,20 +28,30 @@ def as_dict(idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> dict[int, tup
     return {int(i): (int(c), int(t)) for i, c, t in zip(idx, cnt, last)}
 
 
-@given(row_strategy, row_strategy)
-@settings(max_examples=300, deadline=None)
-def test_merge_into_row_adds_counts_keeps_the_later_time_and_names_the_new_entries(row, incoming):
-    idx, cnt, last = as_arrays(row)
-    others, increments, lasts = as_arrays(incoming)
-    before = (idx.copy(), cnt.copy(), last.copy())
-
-    out_idx, out_cnt, out_last, created = kernels.merge_into_row(idx, cnt, last, others, increments, lasts)
-
+def merged(row: dict[int, tuple[int, int]], incoming: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """`row` with `incoming` merged in, in plain Python: counts added, the later time kept."""
     expected = dict(row)
     for k, (increment, at) in incoming.items():
         count, was = expected.get(k, (0, INT64_MIN))
         expected[k] = (count + increment, max(was, at))
-    assert as_dict(out_idx, out_cnt, out_last) == expected
+    return expected
+
+
+@given(row_strategy, row_strategy)
+@settings(max_examples=300, deadline=None)
+def test_merge_into_a_row_adds_counts_keeps_the_later_time_and_names_the_new_entries(row, incoming):
+    idx, cnt, last = as_arrays(row)
+    others, increments, lasts = as_arrays(incoming)
+    before = (idx.copy(), cnt.copy(), last.copy())
+    n, i = 61, 7
+
+    ptr, out_idx, out_cnt, out_last, created = kernels.merge_into_rows(
+        np.array([0, len(idx)], dtype=np.int64), idx, cnt, last, np.array([i], dtype=np.int64),
+        i * n + others.astype(np.int64), increments.astype(np.int64), lasts, n,
+    )
+
+    assert ptr.tolist() == [0, len(out_idx)]
+    assert as_dict(out_idx, out_cnt, out_last) == merged(row, incoming)
     assert created.tolist() == [k not in row for k in sorted(incoming)]
     for array, kept in zip((idx, cnt, last), before):
         assert np.array_equal(array, kept), "the row handed in is never written"
@@ -102,7 +112,7 @@ def test_queued_pairs_counts_each_ordered_pair_with_its_earliest_and_latest_time
 
 @given(st.dictionaries(st.integers(0, 12), st.tuples(row_strategy, row_strategy), min_size=1, max_size=6))
 @settings(max_examples=300, deadline=None)
-def test_merge_into_rows_is_merge_into_row_of_each(rows):
+def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
     n = 61
     touched = sorted(rows)
     old = [as_arrays(rows[r][0]) for r in touched]
@@ -119,15 +129,13 @@ def test_merge_into_rows_is_merge_into_row_of_each(rows):
 
     expected_created = []
     for r, (lo, hi) in zip(touched, zip(ptr[:-1], ptr[1:])):
-        others, increments, lasts = as_arrays(rows[r][1])
-        one = kernels.merge_into_row(*as_arrays(rows[r][0]), others, increments, lasts)
-        assert as_dict(idx[lo:hi], cnt[lo:hi], last[lo:hi]) == as_dict(*one[:3])
-        expected_created += one[3].tolist()
+        row, incoming = rows[r]
+        assert as_dict(idx[lo:hi], cnt[lo:hi], last[lo:hi]) == merged(row, incoming)
+        expected_created += [k not in row for k in sorted(incoming)]
     assert created.tolist() == expected_created
 
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_row, kernels.merge_into_rows, kernels.drop_from_row, kernels.find_in_row,
-                   kernels.queued_pairs):
+    for kernel in (kernels.merge_into_rows, kernels.drop_from_row, kernels.find_in_row, kernels.queued_pairs):
         assert kernel.signatures, f"{kernel.__name__} compiled"
