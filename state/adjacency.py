@@ -2,10 +2,18 @@
 
 Each node's row is neighbour indices (int32, sorted), pair counts c(x, y)
 (int32) and the pair's last co-occurrence (int64 µs since 1970): 16 bytes
-per directed entry. Loaded rows sit in one CSR (indptr, indices, counts,
-lasts) with no per-node objects; a row a turn changes is replaced by its
-own arrays (a view rebuild folds those back into the CSR). A query reads a
-row as it is (no copy, no cache to invalidate).
+per directed entry. Every row lives in one pool of three arrays; a node's
+span (where its row starts in the pool, and its length) is one int64, so
+there is no per-node object. A row a change replaces is written anew at the
+pool's end and its span moved there: the old entries stay, dead, until the
+pool is compacted (rows in node order, no dead entries) once the dead
+outnumber half the live. A query reads a row as a view of the pool (no
+copy, no cache to invalidate): nothing is ever written where a live row
+is, so a row handed to a reader stays valid.
+
+Rows are read and written a set at a time (`gather`, `_replace`): numpy
+over spans, no Python step per row, which is where a fold's time went
+while rows were objects of their own.
 
 The adjacency holds every pair of its graph, so it is also where the pair
 counts are kept while folding: the rows it changed (`take_dirty`) are
@@ -19,10 +27,13 @@ counted, then each touched row merged with its pairs, in compiled loops:
 `state.kernels`), so a fold that reads rows rarely (a decay tick, a
 query) pays for a row once per read, not once per concept per turn. A merge adds the
 number of cliques holding a pair to its count and keeps the later of its
-last time and theirs (`processors.evolve.pair_after`). Rows are replaced,
-never resized in place, so a row handed to a reader stays valid. A merge
-tells `on_new_edges` which edges it created and the event time of the
-first clique that held each (the graph files their due times).
+last time and theirs (`processors.evolve.pair_after`). A merge tells
+`on_new_edges` which edges it created and the event time of the first
+clique that held each (the graph files their due times).
+
+One thread writes (the fold); a reader on another thread sees each row
+whole, old or new: a span is one word, written after its entries, and the
+pool and the spans are swapped together (`_layout`) when either moves.
 """
 
 from __future__ import annotations
@@ -36,21 +47,42 @@ from emgas.state import kernels
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 _EMPTY_LAST = np.zeros(0, dtype=np.int64)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 Row = tuple[np.ndarray, np.ndarray, np.ndarray]  # (neighbours, counts, last µs)
+# Rows one after another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1]).
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# A span packs a row's start in the pool (high bits) and its length (low bits).
+_SPAN_BITS = 32
+_LENGTH_MASK = (1 << _SPAN_BITS) - 1
+# (spans, neighbours, counts, last µs): the spans and the pool they point into.
+Layout = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    return (starts.astype(np.int64) << _SPAN_BITS) | lengths.astype(np.int64)
+
+
+def _gather(layout: Layout, rows: np.ndarray) -> Rows:
+    """The rows `rows` of `layout`, one after another (copies)."""
+    spans, idx, cnt, last = layout
+    span = spans[rows]
+    lengths = span & _LENGTH_MASK
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    total = int(ptr[-1])
+    at = np.repeat((span >> _SPAN_BITS) - ptr[:-1], lengths) + np.arange(total, dtype=np.int64)
+    return ptr, idx[at], cnt[at], last[at]
 
 
 class Adjacency:
     def __init__(self) -> None:
-        # Rows as loaded: one CSR (indptr, indices, counts, lasts) for nodes < _base_n;
-        # a row changed since, or of a newer node, lives in _rows instead.
         self._n = 0
-        self._base_n = 0
-        self._indptr = np.zeros(1, dtype=np.int64)
-        self._base_idx = _EMPTY_IDX
-        self._base_cnt = _EMPTY_CNT
-        self._base_last = _EMPTY_LAST
-        self._rows: dict[int, Row] = {}
+        # Spans of nodes < len(spans) (a node past them has an empty row), and the pool.
+        self._layout: Layout = (np.zeros(64, dtype=np.int64), _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST)
+        self._used = 0  # pool entries written (live and dead)
+        self._live = 0  # pool entries some span covers
+        self._ordered = True  # the pool holds the rows in node order, with no dead entry (a CSR)
         self._edges = 0
         # Cliques not merged yet, in chunks: (members of every clique, one after
         # another; each clique's size; its event time in s and in µs since 1970).
@@ -78,11 +110,16 @@ class Adjacency:
         return min((float(at_s.min()) for _, _, at_s, _ in self._queued), default=float("inf"))
 
     def add_node(self) -> int:
-        self._n += 1
+        self.add_nodes(1)
         return self._n - 1
 
     def add_nodes(self, count: int) -> None:
         self._n += count
+        spans, idx, cnt, last = self._layout
+        if self._n > len(spans):
+            grown = np.zeros(max(self._n, 2 * len(spans)), dtype=np.int64)
+            grown[: len(spans)] = spans
+            self._layout = (grown, idx, cnt, last)
 
     def __len__(self) -> int:
         return self._n
@@ -91,22 +128,86 @@ class Adjacency:
         """(neighbour indices, pair counts, last µs) of node i, sorted by neighbour (read-only)."""
         if self._queued:
             self._merge_queued()
-        changed = self._rows.get(i)
-        if changed is not None:
-            return changed
-        if i < self._base_n:
-            lo, hi = self._indptr[i], self._indptr[i + 1]
-            return self._base_idx[lo:hi], self._base_cnt[lo:hi], self._base_last[lo:hi]
-        return _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST
+        spans, idx, cnt, last = self._layout
+        if i >= len(spans):
+            return _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST
+        span = int(spans[i])
+        lo = span >> _SPAN_BITS
+        hi = lo + (span & _LENGTH_MASK)
+        return idx[lo:hi], cnt[lo:hi], last[lo:hi]
 
     def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts) of node i, sorted by neighbour (read-only)."""
         idx, cnt, _ = self.full_row(i)
         return idx, cnt
 
-    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> None:
-        self._rows[i] = (idx, cnt, last)
-        self._dirty.add(i)
+    def gather(self, rows: np.ndarray) -> Rows:
+        """The rows of the nodes `rows` (int64, each < len(self)), one after
+        another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1])."""
+        if self._queued:
+            self._merge_queued()
+        return _gather(self._layout, rows)
+
+    def find(self, rows: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per k: whether the edge (rows[k], others[k]) exists, and its count
+        and last µs (0 where not); one search over the rows touched."""
+        if not len(rows):
+            return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        touched, of = np.unique(rows, return_inverse=True)
+        ptr, idx, cnt, last = self.gather(touched)
+        if not len(idx):
+            return np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=np.int64)
+        n = max(self._n, 1)
+        entries = np.repeat(np.arange(len(touched), dtype=np.int64), np.diff(ptr)) * n + idx  # ascending
+        wanted = of.astype(np.int64) * n + others
+        at = np.minimum(np.searchsorted(entries, wanted), len(entries) - 1)
+        found = entries[at] == wanted
+        return found, np.where(found, cnt[at], 0).astype(np.int64), np.where(found, last[at], 0)
+
+    def _replace(self, rows: np.ndarray, new: Rows) -> None:
+        """Rows `rows` (distinct) become `new`'s, written at the pool's end
+        (the pool grown, or compacted, first when it is full)."""
+        ptr, idx, cnt, last = new
+        total = int(ptr[-1])
+        replaced = int((self._layout[0][rows] & _LENGTH_MASK).sum())
+        if self._used + total > len(self._layout[1]):
+            self._make_room(total)
+        self._live += total - replaced
+        spans, pool_idx, pool_cnt, pool_last = self._layout
+        at = self._used
+        pool_idx[at:at + total], pool_cnt[at:at + total], pool_last[at:at + total] = idx, cnt, last
+        spans[rows] = _spans(at + ptr[:-1], np.diff(ptr))  # after the entries: a reader sees the row whole
+        self._used += total
+        self._ordered = False
+        self._dirty.update(rows.tolist())
+
+    def _make_room(self, extra: int) -> None:
+        """Room for `extra` more entries: the live rows compacted into a new
+        pool when the dead entries are many, else the pool grown by half."""
+        if self._used - self._live > self._live // 2:
+            self._repack(extra)
+            return
+        spans, idx, cnt, last = self._layout
+        size = max(self._used + extra, len(idx) * 3 // 2, 1024)
+        used = self._used
+        self._layout = (spans.copy(), _grown(idx, size, used), _grown(cnt, size, used), _grown(last, size, used))
+
+    def _repack(self, extra: int = 0) -> None:
+        """Every live row copied into a new pool in node order (no dead
+        entries), with room for `extra` more; new spans to it."""
+        n = self._n
+        spans = self._layout[0]
+        ptr, idx, cnt, last = _gather(self._layout, np.arange(n, dtype=np.int64))
+        total = int(ptr[-1])
+        size = total + extra + total // 8
+        new_idx, new_cnt = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.int32)
+        new_last = np.empty(size, dtype=np.int64)
+        new_idx[:total], new_cnt[:total], new_last[:total] = idx, cnt, last
+        new_spans = np.zeros(len(spans), dtype=np.int64)
+        new_spans[:n] = _spans(ptr[:-1], np.diff(ptr))
+        self._layout = (new_spans, new_idx, new_cnt, new_last)
+        self._used = self._live = total
+        self._ordered = True
 
     def take_dirty(self) -> set[int]:
         """The rows changed since the last call (queued cliques merged first)."""
@@ -132,13 +233,14 @@ class Adjacency:
 
     def entries_at_least(self, minimum: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, neighbour, count) of every directed entry whose count is at
-        least `minimum`, in row order (the rows compacted first: a filter on
+        least `minimum`, in row order (the pool compacted first: a filter on
         the arrays)."""
-        if self._queued or self._rows or self._base_n != self._n:
+        if self._queued or not self._ordered:
             self.compact()
-        rows = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(self._indptr))
-        keep = self._base_cnt >= minimum
-        return rows[keep], self._base_idx[keep].astype(np.int64), self._base_cnt[keep]
+        spans, idx, cnt, _ = self._layout
+        rows = np.repeat(np.arange(self._n, dtype=np.int64), spans[: self._n] & _LENGTH_MASK)
+        keep = cnt[: self._used] >= minimum
+        return rows[keep], idx[: self._used][keep].astype(np.int64), cnt[: self._used][keep]
 
     def count(self, i: int, j: int) -> int:
         found = self.pair(i, j)
@@ -194,7 +296,8 @@ class Adjacency:
     def _merge_queued(self) -> None:
         """Merge every queued clique into its rows: the queued pairs counted
         (`kernels.queued_pairs`), then each touched row merged with its
-        pairs (`kernels.merge_into_rows`), all in compiled loops."""
+        pairs (`kernels.merge_into_rows`), all in compiled loops, the rows
+        read and written a set at a time."""
         if not self._queued:
             return
         chunks, self._queued = self._queued, []
@@ -206,63 +309,28 @@ class Adjacency:
             return
         row_of = pairs // n
         touched = np.unique(row_of)
-        rows = touched.tolist()
-        old = [self.full_row(i) for i in rows]  # the queue is empty now: no merge
-        old_ptr = np.zeros(len(old) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter((len(idx) for idx, _, _ in old), dtype=np.int64, count=len(old)), out=old_ptr[1:])
+        old_ptr, old_idx, old_cnt, old_last = _gather(self._layout, touched)  # the queue is empty now
         ptr, idx, cnt, last, created = kernels.merge_into_rows(
-            old_ptr, np.concatenate([idx for idx, _, _ in old]), np.concatenate([cnt for _, cnt, _ in old]),
-            np.concatenate([last for _, _, last in old]), touched, pairs, counts, latest, n,
+            old_ptr, old_idx, old_cnt, old_last, touched, pairs, counts, latest, n,
         )
-        bounds = ptr.tolist()
-        for k, i in enumerate(rows):
-            lo, hi = bounds[k], bounds[k + 1]
-            # Copies, not views of the merge's arrays: a view would keep all of them
-            # alive (hub rows included) for as long as any one of its rows is not replaced.
-            self._set(i, idx[lo:hi].copy(), cnt[lo:hi].copy(), last[lo:hi].copy())
+        self._replace(touched, (ptr, idx, cnt, last))
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
         self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
 
     def _created(self, a: np.ndarray, b: np.ndarray, at: np.ndarray) -> None:
-        """After a merge: count the edges (a[k] < b[k]) it created, tell
-        `on_new_edges`, and compact the rows if changed ones outnumber the rest."""
+        """After a merge: count the edges (a[k] < b[k]) it created and tell `on_new_edges`."""
         self._edges += len(a) - self._precounted
         if len(a) and self.on_new_edges is not None:
             self.on_new_edges(a, b, at)
         self._precounted, self._uncounted = 0, False
-        if len(self._rows) > self._n // 2 + 1024:
-            self.compact()
 
     def compact(self) -> None:
-        """Fold every changed row back into one CSR (rows handed out stay
-        valid): the kept rows of the old CSR and the changed rows scattered
-        into their new places in arrays, one Python step per changed row."""
+        """Every row in node order in a new pool with no dead entries (rows
+        handed out stay valid: they are views of the old one)."""
         self._merge_queued()
-        n, base_n = self._n, self._base_n
-        changed = sorted(self._rows.items())
-        rows = np.fromiter((i for i, _ in changed), dtype=np.int64, count=len(changed))
-        sizes = np.fromiter((len(idx) for _, (idx, _, _) in changed), dtype=np.int64, count=len(changed))
-        lengths = np.zeros(n, dtype=np.int64)
-        lengths[:base_n] = np.diff(self._indptr[: base_n + 1])
-        base_rows = np.repeat(np.arange(base_n, dtype=np.int64), lengths[:base_n])
-        kept = np.ones(base_n, dtype=bool)
-        kept[rows[rows < base_n]] = False
-        lengths[rows] = sizes
-        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        total = int(indptr[-1])
-        idx, cnt, last = np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int64)
-        old = kept[base_rows]
-        to = indptr[base_rows[old]] + (np.arange(len(base_rows), dtype=np.int64) - self._indptr[base_rows])[old]
-        idx[to], cnt[to], last[to] = self._base_idx[old], self._base_cnt[old], self._base_last[old]
-        starts = np.cumsum(sizes) - sizes
-        to = np.repeat(indptr[rows] - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
-        idx[to] = np.concatenate([r[0] for _, r in changed] + [_EMPTY_IDX])
-        cnt[to] = np.concatenate([r[1] for _, r in changed] + [_EMPTY_CNT])
-        last[to] = np.concatenate([r[2] for _, r in changed] + [_EMPTY_LAST])
-        self._indptr, self._base_idx, self._base_cnt, self._base_last = indptr, idx, cnt, last
-        self._base_n = n
-        self._rows = {}
+        if not self._ordered:
+            self._repack()
 
     def load(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts: np.ndarray | None = None) -> None:
         """Set the rows from whole pair lists (a[k], b[k]) -> counts[k] (last
@@ -275,10 +343,12 @@ class Adjacency:
         cnt = np.concatenate([counts, counts]).astype(np.int32)
         last = np.concatenate([lasts, lasts]).astype(np.int64)
         order = np.lexsort((dst, src))
-        self._base_idx, self._base_cnt, self._base_last = dst[order], cnt[order], last[order]
-        self._indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
-        self._base_n = self._n
-        self._rows = {}
+        indptr = np.searchsorted(src[order], np.arange(self._n + 1)).astype(np.int64)
+        spans = np.zeros(max(self._n, 64), dtype=np.int64)
+        spans[: self._n] = _spans(indptr[:-1], np.diff(indptr))
+        self._layout = (spans, dst[order], cnt[order], last[order])
+        self._used = self._live = len(src)
+        self._ordered = True
         self._dirty = set()
         self._queued = []
         self._precounted, self._uncounted = 0, False
@@ -295,11 +365,11 @@ class Adjacency:
         max(last, lasts); which of them were not neighbours of i yet (a mask over `others`)."""
         idx, cnt, last = self.full_row(i)
         n = max(self._n, 1)
-        _, idx, cnt, last, created = kernels.merge_into_rows(
+        ptr, idx, cnt, last, created = kernels.merge_into_rows(
             np.array([0, len(idx)], dtype=np.int64), idx, cnt, last, np.array([i], dtype=np.int64),
             i * n + others.astype(np.int64), increments.astype(np.int64), lasts.astype(np.int64), n,
         )
-        self._set(i, idx, cnt, last)
+        self._replace(np.array([i], dtype=np.int64), (ptr, idx, cnt, last))
         return created
 
     def remove(self, a: int, b: int) -> bool:
@@ -310,23 +380,34 @@ class Adjacency:
         return existed
 
     def remove_many(self, a: np.ndarray, b: np.ndarray) -> None:
-        """Drop the edges (a[k], b[k]) (distinct pairs), both directions, one
-        pass per touched row."""
+        """Drop the edges (a[k], b[k]) (distinct pairs), both directions: the
+        rows touched read, filtered and written a set at a time."""
         if len(a) == 0:
             return
         src = np.concatenate([a, b]).astype(np.int64)
-        dst = np.concatenate([b, a]).astype(np.int32)
-        order = np.lexsort((dst, src))
-        src, dst = src[order], dst[order]
-        rows, starts = np.unique(src, return_index=True)
-        bounds = np.append(starts, len(src)).tolist()
-        dropped = 0
-        for k, i in enumerate(rows.tolist()):
-            idx, cnt, last, gone = kernels.drop_from_row(*self.full_row(i), dst[bounds[k]:bounds[k + 1]])
-            if gone:
-                dropped += gone
-                self._set(i, idx, cnt, last)
-        self._edges -= dropped // 2
+        dst = np.concatenate([b, a]).astype(np.int64)
+        touched, of = np.unique(src, return_inverse=True)
+        ptr, idx, cnt, last = self.gather(touched)
+        if not len(idx):
+            return
+        n = max(self._n, 1)
+        owner = np.repeat(np.arange(len(touched), dtype=np.int64), np.diff(ptr))
+        entries = owner * n + idx  # ascending
+        wanted = of.astype(np.int64) * n + dst
+        at = np.minimum(np.searchsorted(entries, wanted), len(entries) - 1)
+        gone = np.unique(at[entries[at] == wanted])
+        if not len(gone):
+            return
+        keep = np.ones(len(entries), dtype=bool)
+        keep[gone] = False
+        lost = np.bincount(owner[gone], minlength=len(touched))
+        changed = lost > 0
+        kept = keep & changed[owner]
+        lengths = np.diff(ptr)[changed] - lost[changed]
+        new_ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=new_ptr[1:])
+        self._replace(touched[changed], (new_ptr, idx[kept], cnt[kept], last[kept]))
+        self._edges -= len(gone) // 2
 
     def _drop(self, i: int, j: int) -> bool:
         idx, cnt, last = self.full_row(i)
@@ -335,6 +416,9 @@ class Adjacency:
             self._set(i, np.delete(idx, pos), np.delete(cnt, pos), np.delete(last, pos))
             return True
         return False
+
+    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> None:
+        self._replace(np.array([i], dtype=np.int64), (np.array([0, len(idx)], dtype=np.int64), idx, cnt, last))
 
     def clear(self, i: int) -> list[int]:
         """Drop every edge of node i; its former neighbours."""
@@ -346,11 +430,16 @@ class Adjacency:
         return neighbours
 
     def resident_bytes(self) -> int:
-        """Bytes of the rows' data (not the Python objects around them)."""
+        """Bytes of the rows' data: the pool (dead entries and room to grow included) and the spans."""
         self._merge_queued()
-        changed = sum(idx.nbytes + cnt.nbytes + last.nbytes for idx, cnt, last in self._rows.values())
-        base = self._indptr.nbytes + self._base_idx.nbytes + self._base_cnt.nbytes + self._base_last.nbytes
-        return base + changed
+        return sum(array.nbytes for array in self._layout)
+
+
+def _grown(array: np.ndarray, size: int, used: int) -> np.ndarray:
+    """A new array of `size` entries of `array`'s type, its first `used` those of `array`."""
+    grown = np.empty(size, dtype=array.dtype)
+    grown[:used] = array[:used]
+    return grown
 
 
 def _one(other: int, count: int, last_us: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
-"""Compiled loops over the adjacency's rows (numba), where numpy's cost per
-call outweighs the work: a fold merges a few increments into each of a few
-rows per turn, and a tick looks up and drops a few entries per row.
+"""Compiled loops over the adjacency's rows (numba), where numpy has no
+one operation for the work: the pairs of a run's cliques counted, and
+every touched row merged with its pairs, in one pass each.
 
 A row is (neighbour indices int32 sorted, pair counts int32, last
 co-occurrence int64 µs). Every kernel returns new arrays and never writes
@@ -102,45 +102,6 @@ def merge_into_rows(
 
 
 @_compiled_on_first_call
-def drop_from_row(
-    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, drop: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
-    """Row (idx, cnt, last) without the entries of neighbours `drop`
-    (sorted; ones not in the row are ignored); the row (a copy, even when
-    nothing went) and how many went."""
-    n, m = len(idx), len(drop)
-    keep = np.ones(n, dtype=np.bool_)
-    dropped = 0
-    i = 0
-    for k in range(m):
-        while i < n and idx[i] < drop[k]:
-            i += 1
-        if i < n and idx[i] == drop[k] and keep[i]:
-            keep[i] = False
-            dropped += 1
-    return idx[keep], cnt[keep], last[keep], dropped
-
-
-@_compiled_on_first_call
-def find_in_row(
-    idx: np.ndarray, cnt: np.ndarray, last: np.ndarray, others: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per entry of `others` (any order): whether row (idx, cnt, last) holds
-    it, and its count and last µs there (0 where not)."""
-    m = len(others)
-    found = np.zeros(m, dtype=np.bool_)
-    counts = np.zeros(m, dtype=np.int64)
-    lasts = np.zeros(m, dtype=np.int64)
-    for k in range(m):
-        pos = np.searchsorted(idx, others[k])
-        if pos < len(idx) and idx[pos] == others[k]:
-            found[k] = True
-            counts[k] = cnt[pos]
-            lasts[k] = last[pos]
-    return found, counts, lasts
-
-
-@_compiled_on_first_call
 def queued_pairs(
     members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray, n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -192,8 +153,6 @@ def warm() -> None:
     _compile()
     idx, cnt, last = np.array([1, 3], dtype=np.int32), np.array([1, 1], dtype=np.int32), np.zeros(2, dtype=np.int64)
     others = np.array([2, 3], dtype=np.int32)
-    drop_from_row(idx, cnt, last, others)
-    find_in_row(idx, cnt, last, others.astype(np.int64))
     queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)
     merge_into_rows(
         np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),

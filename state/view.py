@@ -37,7 +37,7 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState
-from emgas.state import kernels, keys
+from emgas.state import keys
 from emgas.state.adjacency import Adjacency
 from emgas.state.repository import GraphRepository, from_us, to_us
 from emgas.state.rows import encode_packed, upper_pairs
@@ -167,17 +167,16 @@ class GraphView:
         live = {cid: index.get(cid) for cid in {ids[i] for i in dirty}}
         records: dict[str, bytes | None] = {cid: None for cid, i in live.items() if i is None}
         slots = sorted(i for i in live.values() if i is not None)
-        rows = [self._adjacency.full_row(i) for i in slots]
-        lengths = np.fromiter((len(idx) for idx, _, _ in rows), dtype=np.int64, count=len(rows))
-        if not lengths.sum():
+        ptr, neighbours, counts, lasts = self._adjacency.gather(np.array(slots, dtype=np.int64))
+        lengths = np.diff(ptr)
+        if not len(neighbours):
             records.update({ids[i]: None for i in slots})
             return records
-        neighbours = np.concatenate([idx for idx, _, _ in rows])
-        owner = np.repeat(np.arange(len(rows)), lengths)
+        owner = np.repeat(np.arange(len(slots)), lengths)
         order = np.lexsort((self._rank()[neighbours], owner))  # each row's entries in id order
         values = np.empty((len(order), 2), dtype=">i8")
-        values[:, 0] = np.concatenate([cnt for _, cnt, _ in rows])[order]
-        values[:, 1] = np.concatenate([last for _, _, last in rows])[order]
+        values[:, 0] = counts[order]
+        values[:, 1] = lasts[order]
         packed = values.tobytes()
         names = [ids[j] for j in neighbours[order].tolist()]
         start = 0
@@ -213,17 +212,7 @@ class GraphView:
             return {}
         rows = np.array([i for _, i, _ in live], dtype=np.int64)
         others = np.array([j for _, _, j in live], dtype=np.int64)
-        order = np.argsort(rows, kind="stable")
-        counts = np.zeros(len(live), dtype=np.int64)
-        lasts = np.zeros(len(live), dtype=np.int64)
-        found = np.zeros(len(live), dtype=bool)
-        sorted_rows = rows[order]
-        bounds = np.flatnonzero(np.concatenate([[True], sorted_rows[1:] != sorted_rows[:-1], [True]]))
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            at = order[lo:hi]
-            found[at], counts[at], lasts[at] = kernels.find_in_row(
-                *self._adjacency.full_row(int(sorted_rows[lo])), others[at],
-            )
+        found, counts, lasts = self._adjacency.find(rows, others)
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
         result: dict[Edge, PairState] = {}
         for k in np.flatnonzero(found).tolist():

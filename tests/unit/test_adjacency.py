@@ -126,3 +126,44 @@ def test_bulk_load_equals_pair_by_pair(pairs):
     for i in range(N):
         assert [x.tolist() for x in bulk.row(i)] == [x.tolist() for x in one_by_one.row(i)]
     assert bulk.edges == one_by_one.edges == len(pairs)
+
+
+pair_table = st.dictionaries(
+    st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), st.tuples(st.integers(1, 9), st.integers(0, 10**6)),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_table, st.lists(st.sets(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), max_size=6), max_size=5),
+       st.lists(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), max_size=20))
+def test_rows_read_and_written_a_set_at_a_time_keep_counts_and_last_times(pairs, removals, asked):
+    """`remove_many`, `find` and `gather` (numpy over the pool's spans)
+    against a dict of (count, last µs), through pool growth and repacks."""
+    import numpy as np
+
+    ref = {(min(a, b), max(a, b)): value for (a, b), value in pairs.items() if a != b}
+    adj = Adjacency()
+    adj.add_nodes(N)
+    edges = sorted(ref)
+    adj.load(np.array([a for a, _ in edges], dtype=np.int64), np.array([b for _, b in edges], dtype=np.int64),
+             np.array([ref[e][0] for e in edges], dtype=np.int64), np.array([ref[e][1] for e in edges], dtype=np.int64))
+    for k, removal in enumerate(removals):
+        gone = _distinct_pairs(removal)
+        adj.remove_many(np.array([a for a, _ in gone], dtype=np.int32), np.array([b for _, b in gone], dtype=np.int32))
+        for edge in gone:
+            ref.pop(edge, None)
+        if k % 2:
+            adj.compact()
+    found, counts, lasts = adj.find(np.array([a for a, _ in asked], dtype=np.int64),
+                                    np.array([b for _, b in asked], dtype=np.int64))
+    expected = [ref.get((min(a, b), max(a, b))) if a != b else None for a, b in asked]
+    assert found.tolist() == [e is not None for e in expected]
+    assert counts.tolist() == [e[0] if e else 0 for e in expected]
+    assert lasts.tolist() == [e[1] if e else 0 for e in expected]
+    ptr, idx, cnt, last = adj.gather(np.arange(N, dtype=np.int64))
+    for i in range(N):
+        lo, hi = ptr[i], ptr[i + 1]
+        row = {j: (c, t) for j, c, t in zip(idx[lo:hi].tolist(), cnt[lo:hi].tolist(), last[lo:hi].tolist())}
+        assert row == {(b if a == i else a): v for (a, b), v in ref.items() if i in (a, b)}
+    assert adj.edges == len(ref)

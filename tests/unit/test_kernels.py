@@ -57,25 +57,6 @@ def test_merge_into_a_row_adds_counts_keeps_the_later_time_and_names_the_new_ent
         assert np.array_equal(array, kept), "the row handed in is never written"
 
 
-@given(row_strategy, st.sets(st.integers(0, 60), max_size=25))
-@settings(max_examples=300, deadline=None)
-def test_drop_from_row_removes_exactly_the_neighbours_it_holds(row, drop):
-    idx, cnt, last = as_arrays(row)
-    out_idx, out_cnt, out_last, gone = kernels.drop_from_row(idx, cnt, last, np.array(sorted(drop), dtype=np.int32))
-    assert as_dict(out_idx, out_cnt, out_last) == {k: v for k, v in row.items() if k not in drop}
-    assert gone == len(drop & row.keys())
-    assert len(idx) == len(row)
-
-
-@given(row_strategy, st.lists(st.integers(0, 60), max_size=25))
-@settings(max_examples=300, deadline=None)
-def test_find_in_row_reads_each_asked_neighbour_in_any_order(row, asked):
-    found, counts, lasts = kernels.find_in_row(*as_arrays(row), np.array(asked, dtype=np.int64))
-    assert found.tolist() == [k in row for k in asked]
-    assert counts.tolist() == [row.get(k, (0, 0))[0] for k in asked]
-    assert lasts.tolist() == [row.get(k, (0, 0))[1] for k in asked]
-
-
 cliques = st.lists(
     st.tuples(
         st.sets(st.integers(0, 30), max_size=6),
@@ -137,5 +118,5 @@ def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_rows, kernels.drop_from_row, kernels.find_in_row, kernels.queued_pairs):
+    for kernel in (kernels.merge_into_rows, kernels.queued_pairs):
         assert kernel.signatures, f"{kernel.__name__} compiled"
