@@ -19,12 +19,14 @@ inside its first fold.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable
 
 import numpy as np
 
 _INT64_MIN = np.iinfo(np.int64).min
+_NONE_US = _INT64_MIN  # a time that is not there (None)
 _compiling = threading.Lock()
 
 
@@ -148,6 +150,103 @@ def queued_pairs(
     return pairs, counts, earliest, latest
 
 
+# Decay models as the mentions kernel takes them (`processors.dynamics.DecayParams.model`).
+MODEL_CODES = {"exponential": 0, "power": 1, "hybrid": 2}
+ACTIVATION_GRID = 2.0**-32  # `processors.graph.ACTIVATION_GRID`
+# Where a concept's decayed_to comes from, after the mentions kernel.
+KEPT, TICK, WINDOW, CREATED = 0, 1, 2, 3
+
+
+@_compiled_on_first_call
+def decay_factor(elapsed_s: float, reinforcements: int, model: int, rate: float, tau_s: float, beta: float,
+                 hybrid_after: int) -> float:  # pragma: no cover - compiled
+    """`processors.dynamics.decay_factor`, the same operations in the same order."""
+    if elapsed_s <= 0:
+        return 1.0
+    if model == 1 or (model == 2 and reinforcements >= hybrid_after):
+        return (1.0 + elapsed_s / tau_s) ** -beta
+    return math.exp(-rate * elapsed_s)
+
+
+@_compiled_on_first_call
+def on_grid(x: float) -> float:  # pragma: no cover - compiled
+    """`processors.graph.on_grid`: round half to even, as Python's round."""
+    return np.rint(x / ACTIVATION_GRID) * ACTIVATION_GRID
+
+
+@_compiled_on_first_call
+def mention_all(
+    slot: np.ndarray, at_us: np.ndarray, importance: np.ndarray, meta_of: np.ndarray,
+    activation: np.ndarray, decayed_us: np.ndarray, decayed_kind: np.ndarray, decayed_ref: np.ndarray,
+    created_us: np.ndarray, created_src: np.ndarray, last_us: np.ndarray, last_src: np.ndarray,
+    reinforcements: np.ndarray, fresh: np.ndarray, tie: np.ndarray,
+    tick_us: np.ndarray, has_tick: np.ndarray, model: np.ndarray, rate: np.ndarray, tau_s: np.ndarray,
+    beta: np.ndarray, hybrid_after: np.ndarray, window_s: float, window_us: int, boost: float,
+) -> None:  # pragma: no cover - compiled
+    """Every mention m of a run, in order, applied to its concept slot[m]
+    as `processors.graph.Mentions.mention` applies it (`contributed`:
+    brought to the graph's last tick, then the contribution boost ·
+    importance, older than the concept's reference or with it carried
+    forward to its window), on the concepts' columns, in place.
+
+    Times are µs since 1970; a duration in s is (µs difference) / 1e6, as
+    `timedelta.total_seconds` computes it. The meta a mention reads is
+    meta_of[m] (a tick inside the run moves it). decayed_* says where the
+    concept's decayed_to is: KEPT (as held; decayed_us < 0 and kind KEPT
+    with no decayed_to held: None), TICK (meta decayed_ref), WINDOW (the
+    start of window decayed_ref) or CREATED (created_at as it was then:
+    decayed_ref -1 the held one, else mention decayed_ref's time).
+    created_src / last_src: -1 the held time, else the mention whose time
+    it is. fresh: a concept not held (its first mention creates it). tie: a
+    mention at the instant of created_at, whose text only Python can compare."""
+    for m in range(len(slot)):
+        c, at, j = slot[m], at_us[m], meta_of[m]
+        if fresh[c]:
+            fresh[c] = False
+            activation[c] = on_grid(importance[m])
+            created_us[c], created_src[c], last_us[c], last_src[c] = at, m, at, m
+            reinforcements[c] = 1
+            continue
+        has_decayed = decayed_us[c] != _NONE_US
+        if has_decayed:
+            ref, ref_kind, ref_ref = decayed_us[c], decayed_kind[c], decayed_ref[c]
+        else:
+            ref, ref_kind, ref_ref = created_us[c], CREATED, created_src[c]
+        a = activation[c]
+        r = reinforcements[c]
+        if has_tick[j] and ref < tick_us[j]:
+            a = on_grid(a * decay_factor((tick_us[j] - ref) / 1e6, r, model[j], rate[j], tau_s[j], beta[j], hybrid_after[j]))
+            ref, ref_kind, ref_ref = tick_us[j], TICK, j
+            decayed_us[c], decayed_kind[c], decayed_ref[c] = ref, TICK, j
+        amount = boost * importance[m]
+        at_window = ref_window = 0
+        if window_s > 0:
+            at_window = math.floor((at / 1e6) / window_s)
+            ref_window = math.floor((ref / 1e6) / window_s)
+            older = at_window < ref_window
+        else:
+            older = at < ref
+        if older:
+            a = a + on_grid(amount * decay_factor((ref - at) / 1e6, r, model[j], rate[j], tau_s[j], beta[j], hybrid_after[j]))
+            decayed_us[c], decayed_kind[c], decayed_ref[c] = ref, ref_kind, ref_ref
+        else:
+            if window_s > 0 and at_window - ref_window >= 2:  # `graph.FORWARD_WINDOWS`
+                target = at_window * window_us
+                elapsed = (target - ref) / 1e6
+                if elapsed > 2 * window_s:
+                    a = on_grid(a * decay_factor(elapsed, r, model[j], rate[j], tau_s[j], beta[j], hybrid_after[j]))
+                    decayed_us[c], decayed_kind[c], decayed_ref[c] = target, WINDOW, at_window
+            a = a + on_grid(amount)
+        activation[c] = a
+        reinforcements[c] = r + 1
+        if at == created_us[c]:
+            tie[c] = True
+        if at < created_us[c]:
+            created_us[c], created_src[c] = at, m
+        if at > last_us[c]:
+            last_us[c], last_src[c] = at, m
+
+
 def warm() -> None:
     """Compile (or load from the cache) every kernel for the types the adjacency passes."""
     _compile()
@@ -157,4 +256,11 @@ def warm() -> None:
     merge_into_rows(
         np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),
         np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
+    )
+    one_i, one_f, one_b = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.bool_)
+    mention_all(
+        one_i, one_i.copy(), np.ones(1), one_i.copy(), one_f.copy(), np.full(1, _NONE_US, dtype=np.int64),
+        one_i.copy(), one_i.copy(), one_i.copy(), one_i.copy(), one_i.copy(), one_i.copy(), one_i.copy(),
+        np.ones(1, dtype=np.bool_), one_b.copy(), one_i.copy(), one_b.copy(), one_i.copy(), one_f.copy(),
+        np.ones(1), np.ones(1), one_i.copy(), 3600.0, 3_600_000_000, 1.0,
     )

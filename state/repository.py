@@ -50,9 +50,25 @@ class Entry(NamedTuple):
     event: bytes
 
 
+# Times seen lately, in µs, by identity: a fold converts the same datetime
+# objects over and over (a turn's time, held concepts' times), and both
+# subtracting an aware datetime and comparing two of them (a lookup by
+# value) call their tzinfo. An entry holds its object, so its id is not reused.
+_US_SEEN: dict[int, tuple[datetime, int]] = {}
+_US_SEEN_MAX = 1 << 16
+
+
 def to_us(t: datetime) -> int:
     """Event time as integer microseconds since 1970 (exact for aware datetimes)."""
-    return (t - EPOCH) // timedelta(microseconds=1)
+    seen = _US_SEEN.get(id(t))
+    if seen is not None and seen[0] is t:
+        return seen[1]
+    if len(_US_SEEN) >= _US_SEEN_MAX:
+        _US_SEEN.clear()
+    since = t - EPOCH
+    us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    _US_SEEN[id(t)] = (t, us)
+    return us
 
 
 def from_us(us: int) -> datetime:

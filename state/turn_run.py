@@ -17,7 +17,8 @@ operations the per-event rules (`processors.evolve.evolve_turn`, and
   place in the run instead of ending it (in a quiet graph's log most ticks
   list nothing, and each would otherwise cut the runs to single turns);
 - every concept the run mentions is read once, each mention applied in log
-  order on plain values (`processors.graph.Mentions`), and the concept
+  order on columns, in one compiled loop (`state.mention_columns`: what
+  `processors.graph.Mentions` does one mention at a time), and the concept
   written once, as the values the last mention leaves (a record only when
   read as one, or at commit: `repository.PendingConcept`);
 - each turn's passage, links and journal entry are staged as the rule's
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from emgas.processors.events import Decay, TurnIngested
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, Mentions, Passage
 from emgas.state import keys
+from emgas.state.mention_columns import MentionColumns, columns_apply
 from emgas.state.repository import GraphRepository, PendingConcept
 from emgas.state.rules import Outcome
 
@@ -115,7 +117,8 @@ def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], para
     held = repo.concept_values(
         ref, dict.fromkeys(c.id for event, _, _ in applied if type(event) is TurnIngested for c in event.concepts)
     )
-    mentions = Mentions(held, meta, params)
+    columns = columns_apply(params)
+    mentions: MentionColumns | Mentions = (MentionColumns if columns else Mentions)(held, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages: list[Passage] = []
     applied_turns: list[tuple[TurnIngested, int, bytes]] = []
@@ -128,8 +131,11 @@ def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], para
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
-        for concept in event.concepts:
-            mentions.mention(concept.id, concept.text, concept.importance, at)
+        if isinstance(mentions, MentionColumns):
+            mentions.turn(event.concepts, at)
+        else:
+            for concept in event.concepts:
+                mentions.mention(concept.id, concept.text, concept.importance, at)
         passages.append(Passage.model_construct(
             turn_id=event.turn_id, speaker=event.speaker, text=event.text, timestamp=at,
             session_id=event.session_id, metadata=event.metadata,

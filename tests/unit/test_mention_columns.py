@@ -1,0 +1,114 @@
+"""A run's mentions folded on columns (compiled) against `Mentions` (one
+Python step per mention): the same values, bit for bit, and the same
+datetime objects (offsets included)."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emgas.processors.dynamics import DecayParams
+from emgas.processors.events import Concept
+from emgas.processors.graph import GraphMeta, GraphParams, Mentions
+from emgas.state.mention_columns import MentionColumns, columns_apply
+
+T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
+OFFSETS = [timezone.utc, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))]
+IDS = ["a", "b", "c", "d"]
+
+times = st.builds(
+    lambda hours, offset: (T0 + timedelta(hours=hours)).astimezone(offset),
+    st.sampled_from([0, 0.5, 1, 3, 5, 30, 200, 2000]), st.sampled_from(OFFSETS),
+)
+decays = st.builds(
+    DecayParams, model=st.sampled_from(["exponential", "power", "hybrid"]),
+    half_life_s=st.sampled_from([3600.0, 86400.0 * 9]), hybrid_after=st.integers(1, 4),
+)
+held_values = st.builds(
+    lambda text, count, activation, created, last, decayed, retrievals: [
+        text, count, activation, created, max(created, last), decayed, retrievals, None, None,
+    ],
+    st.sampled_from(["x", "y"]), st.integers(1, 5), st.floats(0.0, 3.0), times, times, st.none() | times,
+    st.integers(0, 3),
+)
+mention = st.tuples(st.sampled_from(IDS), st.sampled_from(["x", "y", "z"]), st.floats(0.001, 1.0))
+step = st.one_of(
+    st.tuples(st.just("turn"), times, st.lists(mention, min_size=1, max_size=4, unique_by=lambda m: m[0])),
+    st.tuples(st.just("tick"), times, decays),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(IDS), held_values, max_size=4), st.none() | times, st.none() | decays,
+    st.lists(step, min_size=1, max_size=8), st.sampled_from([0.0, 3600.0, 7200.0]), st.sampled_from([1.0, 0.5]),
+)
+def test_columns_leave_the_values_mentions_leaves(held, tick_at, tick_params, steps, window_s, boost):
+    check(held, GraphMeta(decayed_to=tick_at, decay=tick_params), steps, GraphParams(window_s=window_s, mention_boost=boost))
+
+
+def at(hours: float, offset: timezone = timezone.utc) -> datetime:
+    return (T0 + timedelta(hours=hours)).astimezone(offset)
+
+
+def held_at(hours: float, decayed: float | None = None, count: int = 1) -> dict:
+    return {"a": ["x", count, 1.0, at(hours), at(hours), None if decayed is None else at(decayed), 0, None, None]}
+
+
+HOURLY = GraphParams(window_s=3600.0)
+CASES = {
+    # (held, meta, steps, params)
+    "carried forward to its window, 2.5 windows on": (held_at(0.5), GraphMeta(), [("turn", at(3), [("a", "x", 0.5)])], HOURLY),
+    "older than its reference": (held_at(5, decayed=5), GraphMeta(), [("turn", at(1), [("a", "x", 0.5)])], HOURLY),
+    "brought to the last tick first": (
+        held_at(0.5), GraphMeta(decayed_to=at(2), decay=DecayParams()), [("turn", at(2.5), [("a", "x", 0.5)])], HOURLY,
+    ),
+    "a tick inside the run": (
+        held_at(0.5), GraphMeta(), [("tick", at(30), DecayParams(model="power")), ("turn", at(31), [("a", "x", 0.5)])],
+        HOURLY,
+    ),
+    "the same instant at another offset, a smaller text": (
+        held_at(1), GraphMeta(), [("turn", at(1, OFFSETS[1]), [("a", "w", 0.5)])], HOURLY,
+    ),
+    "created by the run, then an earlier mention": (
+        {}, GraphMeta(), [("turn", at(3), [("a", "x", 0.5)]), ("turn", at(1, OFFSETS[2]), [("a", "y", 0.2)])], HOURLY,
+    ),
+    "hybrid past its reinforcements, no window": (
+        held_at(0, count=4), GraphMeta(), [("turn", at(200), [("a", "x", 0.9)])], GraphParams(window_s=0.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_branch_of_a_contribution_on_columns(case):
+    check(*CASES[case])
+
+
+def check(held: dict, meta: GraphMeta, steps: list, params: GraphParams) -> None:
+    assert columns_apply(params)
+    expected, columns = Mentions(held, meta, params), MentionColumns(held, meta, params)
+    for kind, when, what in steps:
+        if kind == "tick":
+            meta = meta.model_copy(update={"decayed_to": when, "decay": what})
+            expected.ticked(meta)
+            columns.ticked(meta)
+            continue
+        concepts = [Concept(id=cid, text=text, importance=importance) for cid, text, importance in what]
+        for concept in concepts:
+            expected.mention(concept.id, concept.text, concept.importance, when)
+        columns.turn(concepts, when)
+    got, want = columns.values(), expected.values()
+    assert list(got) == list(want)
+    for cid in want:
+        assert got[cid] == want[cid], cid
+        for mine, theirs in zip(got[cid], want[cid]):
+            if isinstance(theirs, datetime):
+                assert mine.utcoffset() == theirs.utcoffset(), f"{cid}: the same object's offset"
+            if isinstance(theirs, float):
+                assert mine.hex() == theirs.hex(), f"{cid}: bit for bit"
+
+
+def test_a_window_of_a_fraction_of_a_second_is_left_to_mentions():
+    assert not columns_apply(GraphParams(window_s=0.5))
+    assert columns_apply(GraphParams(window_s=0.0))
