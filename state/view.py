@@ -36,7 +36,7 @@ from emgas.processors.writes import (
 )
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.processors.pruning import Edge, PairState
+from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.state import keys
 from emgas.state.adjacency import Adjacency
 from emgas.state.repository import GraphRepository, from_us, to_us
@@ -204,31 +204,32 @@ class GraphView:
 
     def pairs(self, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         """The pairs among `edges` that exist, with their count and last
-        co-occurrence (one search per row touched, not per edge)."""
-        index = self.index
-        live = [(edge, index.get(edge[0]), index.get(edge[1])) for edge in edges]
-        live = [(edge, i, j) for edge, i, j in live if i is not None and j is not None]
-        if not live:
+        co-occurrence (the rows touched searched at once: `Adjacency.find`)."""
+        edges = edges if isinstance(edges, list) else list(edges)
+        if not edges:
             return {}
-        rows = np.array([i for _, i, _ in live], dtype=np.int64)
-        others = np.array([j for _, _, j in live], dtype=np.int64)
-        found, counts, lasts = self._adjacency.find(rows, others)
+        index = self.index
+        rows = np.array([index.get(a, -1) for a, _ in edges], dtype=np.int64)
+        others = np.array([index.get(b, -1) for _, b in edges], dtype=np.int64)
+        live = np.flatnonzero((rows >= 0) & (others >= 0))
+        found, counts, lasts = self._adjacency.find(rows[live], others[live])
+        hit = live[found].tolist()
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
         result: dict[Edge, PairState] = {}
-        for k in np.flatnonzero(found).tolist():
-            us = int(lasts[k])
+        for k, count, us in zip(hit, counts[found].tolist(), lasts[found].tolist()):
             at_time = times.get(us)
             if at_time is None:
                 at_time = times[us] = from_us(us)
-            result[live[k][0]] = PairState(int(counts[k]), at_time)
+            result[edges[k]] = pair_state(count, at_time)
         return result
 
     def edges_of(self, neighbours: dict[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
-        """Per concept, its pairs with each of `neighbours[concept]` that exist (neighbour -> pair)."""
-        found: dict[str, dict[str, PairState]] = {}
-        for cid, others in neighbours.items():
-            pairs = self.pairs((cid, other) for other in others)
-            found[cid] = {other: pair for (_, other), pair in pairs.items()}
+        """Per concept, its pairs with each of `neighbours[concept]` that exist
+        (neighbour -> pair): every concept's searched at once."""
+        pairs = self.pairs([(cid, other) for cid, others in neighbours.items() for other in others])
+        found: dict[str, dict[str, PairState]] = {cid: {} for cid in neighbours}
+        for (cid, other), pair in pairs.items():
+            found[cid][other] = pair
         return found
 
     def apply_all(self, writes: Iterable[Write]) -> None:
