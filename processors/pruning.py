@@ -71,11 +71,15 @@ def expired_edge_keys(candidates: Mapping[Edge, PairState], at: datetime, params
 
 def _expired(candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams) -> list[tuple[Edge, float]]:
     """(edge, retention R at `at`) of the candidates with R below θ_e, in key order."""
-    return [
-        (edge, value)
-        for edge, pair in sorted(candidates.items())
-        if (value := edge_retention((at - pair.last).total_seconds(), pair.count, params)) < params.edge_threshold
-    ]
+    elapsed: dict[datetime, float] = {}  # pairs of one turn share their last time (and often its object)
+    expired = []
+    for edge, pair in sorted(candidates.items()):
+        since = elapsed.get(pair.last)
+        if since is None:
+            since = elapsed[pair.last] = (at - pair.last).total_seconds()
+        if (value := edge_retention(since, pair.count, params)) < params.edge_threshold:
+            expired.append((edge, value))
+    return expired
 
 
 def isolated_by(

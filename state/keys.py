@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from typing import Iterable
 
 from emgas.processors.graph import GraphRef
 
@@ -77,6 +78,18 @@ def concept(ref: GraphRef, cid: str) -> bytes:
 
 def concept_passage(ref: GraphRef, cid: str, turn_id: str) -> bytes:
     return section(ref, b"s") + cid.encode() + SEP + turn_id.encode()
+
+
+def concepts(ref: GraphRef, cids: Iterable[str]) -> list[bytes]:
+    """`concept(ref, cid)` of each of `cids` (a run's, at once)."""
+    prefix = section(ref, b"c")
+    return [prefix + cid.encode() for cid in cids]
+
+
+def passage_links(ref: GraphRef, turn_id: str, cids: Iterable[str]) -> list[bytes]:
+    """`concept_passage(ref, cid, turn_id)` of each of `cids`: a passage's links."""
+    prefix, tail = section(ref, b"s"), SEP + turn_id.encode()
+    return [prefix + cid.encode() + tail for cid in cids]
 
 
 def pair(ref: GraphRef, a: str, b: str) -> bytes:

@@ -22,7 +22,7 @@ before any scan or commit, and dropped with them on rollback.
 from __future__ import annotations
 
 import bisect
-from typing import Iterator, Protocol, Sequence, TypeVar
+from typing import Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -165,6 +165,11 @@ class Transaction(PartitionStore):
         """Stage a batch (applied to the store at `commit`)."""
         self._sorted = None
         self._pending.update(batch)
+
+    def stage(self, items: Mapping[bytes, Pending]) -> None:
+        """`put` of every item (a run's records, at once)."""
+        self._sorted = None
+        self._pending.update(items)
 
     def put(self, key: bytes, value: Pending) -> None:
         self._sorted = None  # scans are rare: they sort the pending keys again

@@ -40,6 +40,7 @@ from emgas.state import keys
 from emgas.state.mention_columns import MentionColumns, columns_apply
 from emgas.state.repository import GraphRepository, PendingConcept
 from emgas.state.rules import Outcome
+from emgas.state.transaction import Pending
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
 RunEvent = tuple[TurnIngested | Decay, int, bytes]
@@ -154,15 +155,16 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     """Stage what the run writes: what the writes of each of its events
     stage, each record once (the journal entries per event, the passages
     per turn, the concepts and meta as the run leaves them)."""
-    put = repo.store.put
-    for _, offset, raw in (*run.applied, *run.ticks):
-        put(keys.journal_entry(ref, offset), raw)
+    staged: dict[bytes, Pending] = {
+        keys.journal_entry(ref, offset): raw for _, offset, raw in (*run.applied, *run.ticks)
+    }
     if run.applied:
-        put(keys.registry(ref), b"")
-    put(keys.graph_meta(ref), run.meta)
-    for cid, values in run.concepts.items():
-        put(keys.concept(ref, cid), PendingConcept(cid, values))
+        staged[keys.registry(ref)] = b""
+    staged[keys.graph_meta(ref)] = run.meta
+    staged.update(zip(
+        keys.concepts(ref, run.concepts), (PendingConcept(cid, values) for cid, values in run.concepts.items()),
+    ))
     for passage in run.passages:
-        put(keys.passage(ref, passage.turn_id), passage)
-        for cid in passage.concept_ids:
-            put(keys.concept_passage(ref, cid, passage.turn_id), b"")
+        staged[keys.passage(ref, passage.turn_id)] = passage
+        staged.update(dict.fromkeys(keys.passage_links(ref, passage.turn_id, passage.concept_ids), b""))
+    repo.store.stage(staged)

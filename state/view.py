@@ -233,18 +233,28 @@ class GraphView:
         return found
 
     def apply_all(self, writes: Iterable[Write]) -> None:
-        """Apply an event's writes in order; a run of removed edges in one pass."""
+        """Apply an event's writes in order; a run of removed edges in one
+        pass, a run of kept edges (a tick's) noted at once."""
         removed: list[Edge] = []
+        kept: list[KeepEdge] = []
         for write in writes:
             if type(write) is RemovePair:
                 removed.append(write.edge)
                 continue
+            if type(write) is KeepEdge:
+                kept.append(write)
+                continue
             if removed:
                 self.remove_edges(removed)
                 removed = []
+            if kept:
+                self.note_edges(kept)
+                kept = []
             self.apply(write)
         if removed:
             self.remove_edges(removed)
+        if kept:
+            self.note_edges(kept)
 
     def add_turns(self, run: FoldedRun) -> None:
         """Apply a run of new turns (`state.turn_run`): what each turn's writes
@@ -443,6 +453,18 @@ class GraphView:
 
     def note_edge(self, edge: Edge, pair: PairState) -> None:
         self._edge_noted.append((edge_due_s(pair, self.decay), self.index[edge[0]], self.index[edge[1]]))
+
+    def note_edges(self, kept: list[KeepEdge]) -> None:
+        """`note_edge` of each kept edge (`edge_due_s`: the last co-occurrence
+        in s plus the edge's lifetime), each last time converted once."""
+        index, decay = self.index, self.decay
+        since: dict[datetime, float] = {}  # a tick's pairs share their last times (and often their objects)
+        for write in kept:
+            last, (a, b) = write.pair.last, write.edge
+            last_s = since.get(last)
+            if last_s is None:
+                last_s = since[last] = seconds(last)
+            self._edge_noted.append((last_s + edge_lifetime(write.pair.count, decay), index[a], index[b]))
 
     def due_concepts(self, at: datetime) -> list[str]:
         """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""
