@@ -11,9 +11,10 @@ outnumber half the live. A query reads a row as a view of the pool (no
 copy, no cache to invalidate): nothing is ever written where a live row
 is, so a row handed to a reader stays valid.
 
-Rows are read and written a set at a time (`gather`, `_replace`): numpy
-over spans, no Python step per row, which is where a fold's time went
-while rows were objects of their own.
+Rows are read and written a set at a time (`gather`, `find`,
+`remove_many`, `_replace`): compiled loops over spans (`state.kernels`),
+no Python step per row, which is where a fold's time went while rows were
+objects of their own.
 
 The adjacency holds every pair of its graph, so it is also where the pair
 counts are kept while folding: the rows it changed (`take_dirty`) are
@@ -65,14 +66,7 @@ def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def _gather(layout: Layout, rows: np.ndarray) -> Rows:
     """The rows `rows` of `layout`, one after another (copies)."""
-    spans, idx, cnt, last = layout
-    span = spans[rows]
-    lengths = span & _LENGTH_MASK
-    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    total = int(ptr[-1])
-    at = np.repeat((span >> _SPAN_BITS) - ptr[:-1], lengths) + np.arange(total, dtype=np.int64)
-    return ptr, idx[at], cnt[at], last[at]
+    return kernels.gather_rows(*layout, rows)
 
 
 class Adjacency:
@@ -149,20 +143,11 @@ class Adjacency:
         return _gather(self._layout, rows)
 
     def find(self, rows: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per k: whether the edge (rows[k], others[k]) exists, and its count
-        and last µs (0 where not); one search over the rows touched."""
-        if not len(rows):
-            return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        touched, of = np.unique(rows, return_inverse=True)
-        ptr, idx, cnt, last = self.gather(touched)
-        if not len(idx):
-            return np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=np.int64)
-        n = max(self._n, 1)
-        entries = np.repeat(np.arange(len(touched), dtype=np.int64), np.diff(ptr)) * n + idx  # ascending
-        wanted = of.astype(np.int64) * n + others
-        at = np.minimum(np.searchsorted(entries, wanted), len(entries) - 1)
-        found = entries[at] == wanted
-        return found, np.where(found, cnt[at], 0).astype(np.int64), np.where(found, last[at], 0)
+        """Per k: whether the edge (rows[k], others[k]) exists (a node < 0
+        has none), and its count and last µs (0 where not)."""
+        if self._queued:
+            self._merge_queued()
+        return kernels.find_pairs(*self._layout, rows.astype(np.int64), others.astype(np.int64))
 
     def _replace(self, rows: np.ndarray, new: Rows) -> None:
         """Rows `rows` (distinct) become `new`'s, written at the pool's end
@@ -307,8 +292,8 @@ class Adjacency:
         if not len(pairs):
             self._created(_EMPTY_IDX, _EMPTY_IDX, np.zeros(0))
             return
-        row_of = pairs // n
-        touched = np.unique(row_of)
+        row_of = pairs // n  # ascending, as the pairs are
+        touched = row_of[np.flatnonzero(np.diff(row_of, prepend=-1))]
         old_ptr, old_idx, old_cnt, old_last = _gather(self._layout, touched)  # the queue is empty now
         ptr, idx, cnt, last, created = kernels.merge_into_rows(
             old_ptr, old_idx, old_cnt, old_last, touched, pairs, counts, latest, n,
@@ -381,33 +366,18 @@ class Adjacency:
 
     def remove_many(self, a: np.ndarray, b: np.ndarray) -> None:
         """Drop the edges (a[k], b[k]) (distinct pairs), both directions: the
-        rows touched read, filtered and written a set at a time."""
+        rows touched filtered in one compiled pass (`kernels.drop_pairs`)."""
         if len(a) == 0:
             return
+        if self._queued:
+            self._merge_queued()
         src = np.concatenate([a, b]).astype(np.int64)
         dst = np.concatenate([b, a]).astype(np.int64)
-        touched, of = np.unique(src, return_inverse=True)
-        ptr, idx, cnt, last = self.gather(touched)
-        if not len(idx):
-            return
-        n = max(self._n, 1)
-        owner = np.repeat(np.arange(len(touched), dtype=np.int64), np.diff(ptr))
-        entries = owner * n + idx  # ascending
-        wanted = of.astype(np.int64) * n + dst
-        at = np.minimum(np.searchsorted(entries, wanted), len(entries) - 1)
-        gone = np.unique(at[entries[at] == wanted])
-        if not len(gone):
-            return
-        keep = np.ones(len(entries), dtype=bool)
-        keep[gone] = False
-        lost = np.bincount(owner[gone], minlength=len(touched))
-        changed = lost > 0
-        kept = keep & changed[owner]
-        lengths = np.diff(ptr)[changed] - lost[changed]
-        new_ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=new_ptr[1:])
-        self._replace(touched[changed], (new_ptr, idx[kept], cnt[kept], last[kept]))
-        self._edges -= len(gone) // 2
+        order = np.lexsort((dst, src))
+        changed, ptr, idx, cnt, last, dropped = kernels.drop_pairs(*self._layout, src[order], dst[order])
+        if dropped:
+            self._replace(changed, (ptr, idx, cnt, last))
+            self._edges -= dropped // 2
 
     def _drop(self, i: int, j: int) -> bool:
         idx, cnt, last = self.full_row(i)

@@ -247,6 +247,110 @@ def mention_all(
             last_us[c], last_src[c] = at, m
 
 
+_SPAN_BITS = 32  # `state.adjacency`: a span is start << 32 | length
+_LENGTH_MASK = (1 << _SPAN_BITS) - 1
+
+
+@_compiled_on_first_call
+def gather_rows(
+    spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, rows: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The rows `rows` of a pool (each at its span), one after another
+    (copies): row k at [ptr[k], ptr[k + 1])."""
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    for k in range(len(rows)):
+        ptr[k + 1] = ptr[k] + (spans[rows[k]] & _LENGTH_MASK)
+    total = ptr[-1]
+    idx = np.empty(total, dtype=np.int32)
+    cnt = np.empty(total, dtype=np.int32)
+    last = np.empty(total, dtype=np.int64)
+    for k in range(len(rows)):
+        start = spans[rows[k]] >> _SPAN_BITS
+        o = ptr[k]
+        for e in range(ptr[k + 1] - o):
+            idx[o + e], cnt[o + e], last[o + e] = pool_idx[start + e], pool_cnt[start + e], pool_last[start + e]
+    return ptr, idx, cnt, last
+
+
+@_compiled_on_first_call
+def find_pairs(
+    spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, rows: np.ndarray,
+    others: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per k: whether row rows[k] holds others[k] (a row < 0, or past the
+    spans, holds nothing), and the entry's count and last µs (0 where not)."""
+    m = len(rows)
+    found = np.zeros(m, dtype=np.bool_)
+    counts = np.zeros(m, dtype=np.int64)
+    lasts = np.zeros(m, dtype=np.int64)
+    for k in range(m):
+        r = rows[k]
+        if r < 0 or r >= len(spans) or others[k] < 0:
+            continue
+        lo = spans[r] >> _SPAN_BITS
+        hi = lo + (spans[r] & _LENGTH_MASK)
+        while lo < hi:  # the first entry >= others[k]
+            mid = (lo + hi) // 2
+            if pool_idx[mid] < others[k]:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < (spans[r] >> _SPAN_BITS) + (spans[r] & _LENGTH_MASK) and pool_idx[lo] == others[k]:
+            found[k] = True
+            counts[k] = pool_cnt[lo]
+            lasts[k] = pool_last[lo]
+    return found, counts, lasts
+
+
+@_compiled_on_first_call
+def drop_pairs(
+    spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, src: np.ndarray,
+    dst: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """The rows that lose an entry when each directed entry (src[k], dst[k])
+    goes (sorted by (src, dst); ones not held are ignored): those rows,
+    their entries left one after another (row k at [ptr[k], ptr[k + 1])),
+    and how many entries went."""
+    m = len(src)
+    changed = np.empty(m, dtype=np.int64)
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    total = 0
+    for k in range(m):  # an upper bound of what the changed rows keep
+        if k == 0 or src[k] != src[k - 1]:
+            total += spans[src[k]] & _LENGTH_MASK
+    idx = np.empty(total, dtype=np.int32)
+    cnt = np.empty(total, dtype=np.int32)
+    last = np.empty(total, dtype=np.int64)
+    rows = o = dropped = 0
+    k = 0
+    while k < m:
+        r = src[k]
+        stop = k
+        while stop < m and src[stop] == r:
+            stop += 1
+        start = spans[r] >> _SPAN_BITS
+        end = start + (spans[r] & _LENGTH_MASK)
+        o0, gone, j = o, 0, k
+        for e in range(start, end):
+            while j < stop and dst[j] < pool_idx[e]:
+                j += 1
+            if j < stop and dst[j] == pool_idx[e]:
+                gone += 1
+                j += 1
+                continue
+            idx[o], cnt[o], last[o] = pool_idx[e], pool_cnt[e], pool_last[e]
+            o += 1
+        if gone:
+            changed[rows] = r
+            rows += 1
+            ptr[rows] = o
+            dropped += gone
+        else:
+            o = o0  # the row is unchanged: not written again
+        k = stop
+    return changed[:rows], ptr[: rows + 1], idx[:o], cnt[:o], last[:o], dropped
+
+
 def warm() -> None:
     """Compile (or load from the cache) every kernel for the types the adjacency passes."""
     _compile()
@@ -257,6 +361,10 @@ def warm() -> None:
         np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),
         np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
     )
+    spans = np.array([2], dtype=np.int64)  # row 0: entries 0 and 1
+    gather_rows(spans, idx, cnt, last, np.zeros(1, dtype=np.int64))
+    find_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
+    drop_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
     one_i, one_f, one_b = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.bool_)
     mention_all(
         one_i, one_i.copy(), np.ones(1), one_i.copy(), one_f.copy(), np.full(1, _NONE_US, dtype=np.int64),

@@ -211,9 +211,8 @@ class GraphView:
         index = self.index
         rows = np.array([index.get(a, -1) for a, _ in edges], dtype=np.int64)
         others = np.array([index.get(b, -1) for _, b in edges], dtype=np.int64)
-        live = np.flatnonzero((rows >= 0) & (others >= 0))
-        found, counts, lasts = self._adjacency.find(rows[live], others[live])
-        hit = live[found].tolist()
+        found, counts, lasts = self._adjacency.find(rows, others)
+        hit = np.flatnonzero(found).tolist()
         times: dict[int, datetime] = {}  # pairs of one turn often share their last time
         result: dict[Edge, PairState] = {}
         for k, count, us in zip(hit, counts[found].tolist(), lasts[found].tolist()):

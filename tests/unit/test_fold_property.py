@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.state import turn_run
 from emgas.processors.events import Boost, Forget, GraphEvent, Retrieved
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
@@ -155,6 +156,26 @@ def folded_in_batches(events: list[GraphEvent], cuts: set[int], crashes: set[int
 def test_batches_of_any_size_and_crashes_between_them_give_the_event_by_event_fold(turns, boosts, forget, data):
     """Batch boundaries never show: the batch fold, cut anywhere, with crashes
     between batches, equals applying one event at a time."""
+    check_batches(turns, boosts, forget, data)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(turn, min_size=1, max_size=25),
+    st.sets(st.integers(0, 24), max_size=4),
+    st.none() | st.integers(0, 11),
+    st.data(),
+)
+def test_runs_folded_on_columns_give_the_event_by_event_fold(turns, boosts, forget, data):
+    """The same, with every run's mentions folded on columns (`state.mention_columns`), however short."""
+    saved, turn_run.COLUMNS_FROM = turn_run.COLUMNS_FROM, 0
+    try:
+        check_batches(turns, boosts, forget, data)
+    finally:
+        turn_run.COLUMNS_FROM = saved
+
+
+def check_batches(turns, boosts, forget, data) -> None:
     events = stream(turns, boosts, forget)
     offsets = st.sets(st.integers(0, len(events) - 1), max_size=8)
     cuts, crashes = data.draw(offsets, "cuts"), data.draw(offsets, "crashes")

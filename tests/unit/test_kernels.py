@@ -118,5 +118,5 @@ def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_rows, kernels.queued_pairs, kernels.mention_all):
+    for kernel in (kernels.merge_into_rows, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs):
         assert kernel.signatures, f"{kernel.__name__} compiled"
