@@ -95,7 +95,7 @@ class MentionColumns:
             window_s, round(window_s * 1e6) if window_s > 0 else 0, float(self._params.mention_boost),
         )
         counts = np.bincount(slot, minlength=len(ids)).tolist()
-        ties = set(np.flatnonzero(c.tie).tolist())
+        ties = self._tied_texts(np.flatnonzero(c.tie).tolist(), held, slot, at_us)
         at, texts = self._at, self._texts
         out = {}
         for k, (cid, old, activation, created_src, last_src, kind, ref) in enumerate(zip(
@@ -106,7 +106,7 @@ class MentionColumns:
             created = old[3] if created_src < 0 else at[created_src]
             last = old[4] if last_src < 0 else at[last_src]
             if k in ties:
-                text = self._earliest_text(k, old, slot, at_us)
+                text = ties[k]
             else:
                 text = old[0] if created_src < 0 else texts[created_src]
             decayed = (None if old is None else old[5]) if kind == kernels.KEPT else self._decayed(kind, ref, old)
@@ -125,20 +125,32 @@ class MentionColumns:
             return old[3] if ref < 0 else self._at[ref]  # type: ignore[index]
         return None if old is None else old[5]
 
-    def _earliest_text(self, k: int, old: list | None, slot: np.ndarray, at_us: np.ndarray) -> str:
-        """The text `Mentions` keeps for column k: the earliest mention's
-        (ties: the smallest text), mention by mention as it compares them."""
-        mentions = np.flatnonzero(slot == k).tolist()
-        if old is None:
-            first = mentions.pop(0)
-            text, created = self._texts[first], int(at_us[first])
-        else:
-            text, created = old[0], to_us(old[3])
-        for m in mentions:
-            if (int(at_us[m]), self._texts[m]) < (created, text):
-                text = self._texts[m]
-            created = min(created, int(at_us[m]))
-        return text
+    def _tied_texts(self, tied: list[int], held: list[list | None], slot: np.ndarray,
+                    at_us: np.ndarray) -> dict[int, str]:
+        """The text `Mentions` keeps for each tied column: the earliest
+        mention's (ties: the smallest text), mention by mention as it
+        compares them (each column's mentions found by one sort of all)."""
+        if not tied:
+            return {}
+        order = np.argsort(slot, kind="stable")  # each column's mentions, in run order
+        starts = np.searchsorted(slot[order], np.array(tied, dtype=np.int64))
+        counts = np.bincount(slot)
+        texts, times = self._texts, at_us.tolist()
+        out = {}
+        for k, start in zip(tied, starts.tolist()):
+            mentions = order[start:start + counts[k]].tolist()
+            old = held[k]
+            if old is None:
+                first = mentions.pop(0)
+                text, created = texts[first], times[first]
+            else:
+                text, created = old[0], to_us(old[3])
+            for m in mentions:
+                if (times[m], texts[m]) < (created, text):
+                    text = texts[m]
+                created = min(created, times[m])
+            out[k] = text
+        return out
 
 
 class _Columns:

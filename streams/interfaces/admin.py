@@ -8,6 +8,7 @@ graphs. The rebuilding itself is `replay`'s, from a reader.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from emgas.replay.reader import LogReader, LogRecord
 from emgas.replay.rebuild import Progress
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
 from emgas.replay.verify import differences
+from emgas.state import kernels
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import Settings
@@ -64,6 +66,8 @@ async def replay(
     `state_dir` (see `replay.run.rebuild_dir`); with `verify`, up to the
     offsets the live state reflects, and compare digests."""
     topic = settings.graph_events_topic
+    # The fold's compiled loops load (or compile) while the log's first records are read, not in the first fold.
+    threading.Thread(target=kernels.warm, name="emgas-warm-kernels", daemon=True).start()
     async with log_reader(settings) as reader:
         live: list[DigestReply] = await live_digests(settings, graph_id, await _largest(reader, topic)) if verify else []
         stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
