@@ -66,7 +66,12 @@ class Transaction(PartitionStore):
     def __init__(self, store: PartitionStore) -> None:
         self.store = store
         self._pending: dict[bytes, Pending] = {}
-        self._sorted: list[bytes] | None = []  # pending keys in order; None: to sort again
+        # Pending keys in order, but for those added since the last scan (`_added`),
+        # merged in at the next scan: one sorted run added to another is a
+        # linear merge for Python's sort, where sorting every key again was not
+        # (a scan after a few writes, as a snapshot marker's, re-sorted them all).
+        self._sorted: list[bytes] = []
+        self._added: list[bytes] = []
         self._deferred: list[Deferred] = []
 
     def defer(self, deferred: Deferred) -> None:
@@ -151,8 +156,10 @@ class Transaction(PartitionStore):
                 yield key, raw
 
     def _pending_with(self, prefix: bytes, start: bytes) -> list[bytes]:
-        if self._sorted is None:
-            self._sorted = sorted(self._pending)
+        if self._added:
+            self._sorted += sorted(self._added)
+            self._sorted.sort()
+            self._added = []
         first = bisect.bisect_left(self._sorted, start)
         keys = []
         for key in self._sorted[first:]:
@@ -163,16 +170,17 @@ class Transaction(PartitionStore):
 
     def write(self, batch: Batch) -> None:
         """Stage a batch (applied to the store at `commit`)."""
-        self._sorted = None
-        self._pending.update(batch)
+        self.stage(batch)
 
     def stage(self, items: Mapping[bytes, Pending]) -> None:
         """`put` of every item (a run's records, at once)."""
-        self._sorted = None
-        self._pending.update(items)
+        pending = self._pending
+        self._added += [key for key in items if key not in pending]
+        pending.update(items)
 
     def put(self, key: bytes, value: Pending) -> None:
-        self._sorted = None  # scans are rare: they sort the pending keys again
+        if key not in self._pending:
+            self._added.append(key)
         self._pending[key] = value
 
     def commit(self, extra: Batch | None = None) -> None:
@@ -189,6 +197,7 @@ class Transaction(PartitionStore):
         """Drop every pending change (the store stays at its last commit)."""
         self._pending = {}
         self._sorted = []
+        self._added = []
         for deferred in self._deferred:
             deferred.drop()
 
