@@ -48,7 +48,6 @@ from emgas.state import kernels
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
 _EMPTY_LAST = np.zeros(0, dtype=np.int64)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 Row = tuple[np.ndarray, np.ndarray, np.ndarray]  # (neighbours, counts, last µs)
 # Rows one after another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1]).
@@ -70,6 +69,8 @@ def _gather(layout: Layout, rows: np.ndarray) -> Rows:
 
 
 class Adjacency:
+    """Every pair count of one graph, as rows over node indices (see the module)."""
+
     def __init__(self) -> None:
         self._n = 0
         # Spans of nodes < len(spans) (a node past them has an empty row), and the pool.

@@ -85,15 +85,7 @@ class MentionColumns:
         c = _Columns(held)
         slot = np.array(self._slot, dtype=np.int64)
         at_us = np.array(self._at_us, dtype=np.int64)
-        metas = _MetaTable(self._metas, self._params)
-        window_s = float(self._params.window_s)
-        kernels.mention_all(
-            slot, at_us, np.array(self._importance, dtype=np.float64), np.array(self._meta_of, dtype=np.int64),
-            c.activation, c.decayed_us, c.decayed_kind, c.decayed_ref, c.created_us, c.created_src, c.last_us,
-            c.last_src, c.reinforcements, c.fresh, c.tie,
-            metas.tick_us, metas.has_tick, metas.model, metas.rate, metas.tau_s, metas.beta, metas.hybrid_after,
-            window_s, round(window_s * 1e6) if window_s > 0 else 0, float(self._params.mention_boost),
-        )
+        c.mention_all(slot, at_us, self._importance, self._meta_of, _MetaTable(self._metas, self._params), self._params)
         counts = np.bincount(slot, minlength=len(ids)).tolist()
         ties = self._tied_texts(np.flatnonzero(c.tie).tolist(), held, slot, at_us)
         at, texts = self._at, self._texts
@@ -179,6 +171,19 @@ class _Columns:
             self.last_us[at] = [to_us(old[4]) for old in olds]  # type: ignore[index]
             self.decayed_us[at] = [_NONE_US if old[5] is None else to_us(old[5]) for old in olds]  # type: ignore[index]
             self.reinforcements[at] = [old[1] + old[6] for old in olds]  # type: ignore[index]
+
+
+    def mention_all(self, slot: np.ndarray, at_us: np.ndarray, importance: list[float], meta_of: list[int],
+                    metas: _MetaTable, params: GraphParams) -> None:
+        """Every mention applied to these columns, in order (`kernels.mention_all`)."""
+        window_s = float(params.window_s)
+        kernels.mention_all(
+            slot, at_us, np.array(importance, dtype=np.float64), np.array(meta_of, dtype=np.int64),
+            self.activation, self.decayed_us, self.decayed_kind, self.decayed_ref, self.created_us, self.created_src,
+            self.last_us, self.last_src, self.reinforcements, self.fresh, self.tie,
+            metas.tick_us, metas.has_tick, metas.model, metas.rate, metas.tau_s, metas.beta, metas.hybrid_after,
+            window_s, round(window_s * 1e6) if window_s > 0 else 0, float(params.mention_boost),
+        )
 
 
 class _MetaTable:
