@@ -91,7 +91,6 @@ def normalise(phrase: str, language: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)  # a conversation has few speakers, and every passage asks
 def speaker_key(speaker: str) -> str:
     """How a speaker's name appears among concept ids ("Joanna" -> "joanna"),
     so a query that names a person can be matched to the turns they spoke."""

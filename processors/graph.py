@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from functools import lru_cache
-from typing import Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, seconds, window_start
-from emgas.processors.events import MAX_BOOST, MetadataValue
+from emgas.processors.events import MAX_BOOST, Concept, MetadataValue
 from emgas.processors.topics import TopicParams
 
 
@@ -337,6 +337,11 @@ class Mentions:
             values[3] = at
         if at > values[4]:
             values[4] = at
+
+    def turn(self, concepts: Iterable[Concept], at: datetime) -> None:
+        """`mention` of each of a turn's concepts, at event time `at`, in its order."""
+        for concept in concepts:
+            self.mention(concept.id, concept.text, concept.importance, at)
 
     def values(self) -> dict[str, list]:
         """Every concept mentioned, as its values after the run's last mention of it."""

@@ -44,6 +44,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from emgas.state import kernels
+from emgas.state.kernels import _LENGTH_MASK, _SPAN_BITS
 
 _EMPTY_IDX = np.zeros(0, dtype=np.int32)
 _EMPTY_CNT = np.zeros(0, dtype=np.int32)
@@ -52,9 +53,6 @@ _EMPTY_LAST = np.zeros(0, dtype=np.int64)
 Row = tuple[np.ndarray, np.ndarray, np.ndarray]  # (neighbours, counts, last µs)
 # Rows one after another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1]).
 Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-# A span packs a row's start in the pool (high bits) and its length (low bits).
-_SPAN_BITS = 32
-_LENGTH_MASK = (1 << _SPAN_BITS) - 1
 # (spans, neighbours, counts, last µs): the spans and the pool they point into.
 Layout = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 

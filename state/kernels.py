@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from emgas.processors.graph import ACTIVATION_GRID
+
 _INT64_MIN = np.iinfo(np.int64).min
 _NONE_US = _INT64_MIN  # a time that is not there (None)
 _compiling = threading.Lock()
@@ -152,7 +154,6 @@ def queued_pairs(
 
 # Decay models as the mentions kernel takes them (`processors.dynamics.DecayParams.model`).
 MODEL_CODES = {"exponential": 0, "power": 1, "hybrid": 2}
-ACTIVATION_GRID = 2.0**-32  # `processors.graph.ACTIVATION_GRID`
 # Where a concept's decayed_to comes from, after the mentions kernel.
 KEPT, TICK, WINDOW, CREATED = 0, 1, 2, 3
 
@@ -247,7 +248,8 @@ def mention_all(
             last_us[c], last_src[c] = at, m
 
 
-_SPAN_BITS = 32  # `state.adjacency`: a span is start << 32 | length
+# A row's span in `state.adjacency`'s pool: its start (high bits) and its length (low bits).
+_SPAN_BITS = 32
 _LENGTH_MASK = (1 << _SPAN_BITS) - 1
 
 
@@ -288,14 +290,14 @@ def find_pairs(
         if r < 0 or r >= len(spans) or others[k] < 0:
             continue
         lo = spans[r] >> _SPAN_BITS
-        hi = lo + (spans[r] & _LENGTH_MASK)
+        end = hi = lo + (spans[r] & _LENGTH_MASK)
         while lo < hi:  # the first entry >= others[k]
             mid = (lo + hi) // 2
             if pool_idx[mid] < others[k]:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < (spans[r] >> _SPAN_BITS) + (spans[r] & _LENGTH_MASK) and pool_idx[lo] == others[k]:
+        if lo < end and pool_idx[lo] == others[k]:
             found[k] = True
             counts[k] = pool_cnt[lo]
             lasts[k] = pool_last[lo]

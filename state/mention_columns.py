@@ -101,7 +101,7 @@ class MentionColumns:
                 text = ties[k]
             else:
                 text = old[0] if created_src < 0 else texts[created_src]
-            decayed = (None if old is None else old[5]) if kind == kernels.KEPT else self._decayed(kind, ref, old)
+            decayed = self._decayed(kind, ref, old)
             if old is None:
                 out[cid] = [text, counts[k], activation, created, last, decayed, 0, None, None]
             else:

@@ -136,11 +136,7 @@ def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], para
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
-        if isinstance(mentions, MentionColumns):
-            mentions.turn(event.concepts, at)
-        else:
-            for concept in event.concepts:
-                mentions.mention(concept.id, concept.text, concept.importance, at)
+        mentions.turn(event.concepts, at)
         passages.append(Passage.model_construct(
             turn_id=event.turn_id, speaker=event.speaker, text=event.text, timestamp=at,
             session_id=event.session_id, metadata=event.metadata,

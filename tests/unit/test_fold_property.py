@@ -95,13 +95,15 @@ def in_memory_equals_stored(state: PartitionState) -> None:
         assert view.edges == loaded.edges and view.turns == loaded.turns
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(turn, min_size=1, max_size=25),
-    st.sets(st.integers(0, 24), max_size=4),
-    st.none() | st.integers(0, 11),
+# Turns of two graphs (some boosted), perhaps a forget of one of them, and what a test draws from them.
+RUN = (
+    st.lists(turn, min_size=1, max_size=25), st.sets(st.integers(0, 24), max_size=4), st.none() | st.integers(0, 11),
     st.data(),
 )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*RUN)
 def test_commits_and_crashes_anywhere_give_the_reference_fold(turns, boosts, forget, data):
     events = stream(turns, boosts, forget)
     offsets = st.sets(st.integers(0, len(events) - 1), max_size=6)
@@ -147,12 +149,7 @@ def folded_in_batches(events: list[GraphEvent], cuts: set[int], crashes: set[int
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(turn, min_size=1, max_size=25),
-    st.sets(st.integers(0, 24), max_size=4),
-    st.none() | st.integers(0, 11),
-    st.data(),
-)
+@given(*RUN)
 def test_batches_of_any_size_and_crashes_between_them_give_the_event_by_event_fold(turns, boosts, forget, data):
     """Batch boundaries never show: the batch fold, cut anywhere, with crashes
     between batches, equals applying one event at a time."""
@@ -160,12 +157,7 @@ def test_batches_of_any_size_and_crashes_between_them_give_the_event_by_event_fo
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(turn, min_size=1, max_size=25),
-    st.sets(st.integers(0, 24), max_size=4),
-    st.none() | st.integers(0, 11),
-    st.data(),
-)
+@given(*RUN)
 def test_runs_folded_on_columns_give_the_event_by_event_fold(turns, boosts, forget, data):
     """The same, with every run's mentions folded on columns (`state.mention_columns`), however short."""
     saved, turn_run.COLUMNS_FROM = turn_run.COLUMNS_FROM, 0

@@ -95,8 +95,7 @@ def check(held: dict, meta: GraphMeta, steps: list, params: GraphParams) -> None
             columns.ticked(meta)
             continue
         concepts = [Concept(id=cid, text=text, importance=importance) for cid, text, importance in what]
-        for concept in concepts:
-            expected.mention(concept.id, concept.text, concept.importance, when)
+        expected.turn(concepts, when)
         columns.turn(concepts, when)
     got, want = columns.values(), expected.values()
     assert list(got) == list(want)
