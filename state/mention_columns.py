@@ -1,27 +1,34 @@
-"""A run's concept mentions folded on columns: `processors.graph.Mentions`
-without a Python step per mention's arithmetic.
+"""A run's concept mentions folded on the graph's concept columns:
+`processors.graph.Mentions` without a Python step per mention's arithmetic
+or per concept's record.
 
 A run of turns (`state.turn_run`) mentions each of its concepts one or more
 times; every mention changes the concept's values as `Mentions.mention`
 does (`processors.graph.contributed` for its activation). Here the run's
-mentions are gathered as arrays (concept slot, time in µs, importance, the
-meta they read) and applied in one compiled loop (`kernels.mention_all`),
-on one column per value, with the same floating-point operations in the
-same order: the values the run leaves are Mentions' bit for bit
-(`tests/unit/test_mention_columns.py`).
+mentions are gathered as arrays (concept column, time in µs, importance,
+the meta they read), the held values of the concepts they name are read
+from the graph's columns (`state.concept_columns`) a set at a time, and the
+mentions are applied in one compiled loop (`kernels.mention_all`), with the
+same floating-point operations in the same order: the values the run
+leaves are Mentions' bit for bit (`tests/unit/test_mention_columns.py`).
+`fold` computes them without changing anything; `apply` writes them to
+the columns, so a run that fails leaves the graph as it was.
 
 The kernel works on instants (µs); a record keeps the datetime objects it
 was given, with their offsets. So it says which object each time is (the
 held one, a mention's, a tick's, a window's start) and the objects are
-taken from there. A text whose mention falls at the very instant of the
-concept's creation is compared as Python compares strings, after the kernel.
+taken from there, a set at a time. A text whose mention falls at the very
+instant of the concept's creation is compared as Python compares strings,
+after the kernel.
 
 `columns_apply(params)` says whether the kernel can: its window times are
-whole µs only for a window of whole seconds (else `Mentions` folds the run).
+whole µs only for a window of whole seconds (else `Mentions` folds the run,
+on values read from the columns and written back).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
@@ -29,25 +36,44 @@ import numpy as np
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import Concept
-from emgas.processors.graph import GraphMeta, GraphParams
+from emgas.processors.graph import GraphMeta, GraphParams, Mentions
 from emgas.state import kernels
+from emgas.state.concept_columns import NONE_US, ConceptColumns
 from emgas.state.repository import to_us
-
-_NONE_US = np.iinfo(np.int64).min
 
 
 def columns_apply(params: GraphParams) -> bool:
-    """Whether `MentionColumns` folds mentions under `params` (a window of whole seconds, or none)."""
+    """Whether the compiled loop folds mentions under `params` (a window of whole seconds, or none)."""
     return params.window_s <= 0 or float(params.window_s).is_integer()
+
+
+@dataclass
+class FoldedMentions:
+    """What a run's mentions leave, per concept it mentions (column k, in
+    the order of their first mention): its slot (-1: not held, so new),
+    its values as columns, the datetime objects of its times, and whether
+    its text changed."""
+
+    ids: list[str]
+    slots: np.ndarray
+    counts: np.ndarray  # mentions in the run
+    activation: np.ndarray
+    created_us: np.ndarray
+    last_us: np.ndarray
+    decayed_us: np.ndarray
+    created: np.ndarray  # datetime objects
+    last: np.ndarray
+    decayed: np.ndarray
+    texts: dict[int, str]  # column -> its text, where the run changed it (new concepts included)
 
 
 class MentionColumns:
     """A run's mentions of one graph version, gathered (`ticked`, `turn`)
-    and folded at once (`values`)."""
+    and folded at once (`fold`) onto the concepts held in `columns`
+    (`index`: concept id -> its live slot)."""
 
-    def __init__(self, held: Mapping[str, list], meta: GraphMeta, params: GraphParams) -> None:
-        """`held`: the values of the concepts stored before the run (read, never changed)."""
-        self._held, self._params = held, params
+    def __init__(self, columns: ConceptColumns, index: Mapping[str, int], meta: GraphMeta, params: GraphParams) -> None:
+        self._columns, self._index, self._params = columns, index, params
         self._metas = [meta]
         self._slots: dict[str, int] = {}  # concept id -> its column
         self._slot: list[int] = []  # per mention: its concept's column
@@ -76,54 +102,78 @@ class MentionColumns:
         self._at.extend([at] * k)
         self._meta_of.extend([len(self._metas) - 1] * k)
 
-    def values(self) -> dict[str, list]:
-        """Every concept mentioned, as its values (`Mentions`' order) after the run's last mention of it."""
-        if not self._slots:
-            return {}
+    @property
+    def mentioned(self) -> bool:
+        return bool(self._slots)
+
+    def fold(self) -> FoldedMentions:
+        """Every concept mentioned, as the run's last mention of it leaves it (nothing is changed yet)."""
         ids = list(self._slots)
-        held = [self._held.get(cid) for cid in ids]
-        c = _Columns(held)
+        index = self._index
+        slots = np.fromiter((index.get(cid, -1) for cid in ids), dtype=np.int64, count=len(ids))
+        if not columns_apply(self._params):
+            return self._by_mentions(ids, slots)
+        c = _Held(self._columns, slots)
         slot = np.array(self._slot, dtype=np.int64)
         at_us = np.array(self._at_us, dtype=np.int64)
-        c.mention_all(slot, at_us, self._importance, self._meta_of, _MetaTable(self._metas, self._params), self._params)
-        counts = np.bincount(slot, minlength=len(ids)).tolist()
-        ties = self._tied_texts(np.flatnonzero(c.tie).tolist(), held, slot, at_us)
-        at, texts = self._at, self._texts
-        out = {}
-        for k, (cid, old, activation, created_src, last_src, kind, ref) in enumerate(zip(
-            ids, held, c.activation.tolist(), c.created_src.tolist(), c.last_src.tolist(), c.decayed_kind.tolist(),
-            c.decayed_ref.tolist(),
-        )):
-            # Each time the object the kernel points at: the held one (-1) or a mention's.
-            created = old[3] if created_src < 0 else at[created_src]
-            last = old[4] if last_src < 0 else at[last_src]
-            if k in ties:
-                text = ties[k]
-            else:
-                text = old[0] if created_src < 0 else texts[created_src]
-            decayed = self._decayed(kind, ref, old)
-            if old is None:
-                out[cid] = [text, counts[k], activation, created, last, decayed, 0, None, None]
-            else:
-                out[cid] = [text, old[1] + counts[k], activation, created, last, decayed, *old[6:]]
+        metas = _MetaTable(self._metas, self._params)
+        window_s = float(self._params.window_s)
+        kernels.mention_all(
+            slot, at_us, np.array(self._importance, dtype=np.float64), np.array(self._meta_of, dtype=np.int64),
+            c.activation, c.decayed_us, c.decayed_kind, c.decayed_ref, c.created_us, c.created_src,
+            c.last_us, c.last_src, c.reinforcements, c.fresh, c.tie,
+            metas.tick_us, metas.has_tick, metas.model, metas.rate, metas.tau_s, metas.beta, metas.hybrid_after,
+            window_s, round(window_s * 1e6) if window_s > 0 else 0, float(self._params.mention_boost),
+        )
+        at = np.empty(len(self._at), dtype=object)
+        at[:] = self._at
+        created, last = c.created_obj.copy(), c.last_obj.copy()
+        moved = c.created_src >= 0
+        created[moved] = at[c.created_src[moved]]
+        moved = c.last_src >= 0
+        last[moved] = at[c.last_src[moved]]
+        texts = self._texts_after(c, slot, at_us)
+        return FoldedMentions(
+            ids, slots, np.bincount(slot, minlength=len(ids)), c.activation, c.created_us, c.last_us, c.decayed_us,
+            created, last, self._decayed(c, at), texts,
+        )
+
+    def _decayed(self, c: _Held, at: np.ndarray) -> np.ndarray:
+        """Each concept's decayed_to object: as held (KEPT), a tick's, a
+        window's start, or its created_at as it was then."""
+        decayed = c.decayed_obj.copy()
+        kind, ref = c.decayed_kind, c.decayed_ref
+        ticks = np.flatnonzero(kind == kernels.TICK)
+        if len(ticks):
+            tick_times = np.empty(len(self._metas), dtype=object)
+            tick_times[:] = [meta.decayed_to for meta in self._metas]
+            decayed[ticks] = tick_times[ref[ticks]]
+        for k in np.flatnonzero(kind == kernels.WINDOW).tolist():
+            decayed[k] = EPOCH + timedelta(seconds=int(ref[k]) * self._params.window_s)  # `dynamics.window_start`
+        created = np.flatnonzero(kind == kernels.CREATED)
+        if len(created):
+            held = created[ref[created] < 0]
+            decayed[held] = c.created_obj[held]
+            mention = created[ref[created] >= 0]
+            decayed[mention] = at[ref[mention]]
+        return decayed
+
+    def _texts_after(self, c: _Held, slot: np.ndarray, at_us: np.ndarray) -> dict[int, str]:
+        """The text of each concept whose earliest mention the run moved (a
+        new concept's included): that mention's, or for a concept tied with
+        its creation instant, the one `Mentions` keeps (`_tied_texts`)."""
+        texts = self._texts
+        moved = np.flatnonzero(c.created_src >= 0)
+        out = {k: texts[src] for k, src in zip(moved.tolist(), c.created_src[moved].tolist())}
+        tied = np.flatnonzero(c.tie).tolist()
+        if tied:
+            out.update(self._tied_texts(tied, c, slot, at_us))
         return out
 
-    def _decayed(self, kind: int, ref: int, old: list | None) -> datetime | None:
-        if kind == kernels.TICK:
-            return self._metas[ref].decayed_to
-        if kind == kernels.WINDOW:
-            return EPOCH + timedelta(seconds=ref * self._params.window_s)  # `dynamics.window_start`
-        if kind == kernels.CREATED:
-            return old[3] if ref < 0 else self._at[ref]  # type: ignore[index]
-        return None if old is None else old[5]
-
-    def _tied_texts(self, tied: list[int], held: list[list | None], slot: np.ndarray,
-                    at_us: np.ndarray) -> dict[int, str]:
+    def _tied_texts(self, tied: list[int], c: _Held, slot: np.ndarray, at_us: np.ndarray) -> dict[int, str]:
         """The text `Mentions` keeps for each tied column: the earliest
         mention's (ties: the smallest text), mention by mention as it
         compares them (each column's mentions found by one sort of all)."""
-        if not tied:
-            return {}
         order = np.argsort(slot, kind="stable")  # each column's mentions, in run order
         starts = np.searchsorted(slot[order], np.array(tied, dtype=np.int64))
         counts = np.bincount(slot)
@@ -131,12 +181,11 @@ class MentionColumns:
         out = {}
         for k, start in zip(tied, starts.tolist()):
             mentions = order[start:start + counts[k]].tolist()
-            old = held[k]
-            if old is None:
+            if c.fresh_before[k]:
                 first = mentions.pop(0)
                 text, created = texts[first], times[first]
             else:
-                text, created = old[0], to_us(old[3])
+                text, created = self._columns.text[int(c.slots[k])], int(c.held_created_us[k])
             for m in mentions:
                 if (times[m], texts[m]) < (created, text):
                     text = texts[m]
@@ -144,46 +193,98 @@ class MentionColumns:
             out[k] = text
         return out
 
+    def _by_mentions(self, ids: list[str], slots: np.ndarray) -> FoldedMentions:
+        """`fold` one mention at a time (`Mentions`), where the kernel cannot."""
+        columns = self._columns
+        held = {cid: columns.values(s) for cid, s in zip(ids, slots.tolist()) if s >= 0}
+        mentions = Mentions(held, self._metas[0], self._params)
+        meta_at = 0
+        for m, column in enumerate(self._slot):
+            while meta_at < self._meta_of[m]:
+                meta_at += 1
+                mentions.ticked(self._metas[meta_at])
+            mentions.mention(ids[column], self._texts[m], self._importance[m], self._at[m])
+        values = mentions.values()
+        rows = [values[cid] for cid in ids]
+        objects = [np.empty(len(ids), dtype=object) for _ in range(3)]
+        for times, field in zip(objects, (3, 4, 5)):
+            times[:] = [row[field] for row in rows]
+        return FoldedMentions(
+            ids, slots, np.bincount(np.array(self._slot, dtype=np.int64), minlength=len(ids)),
+            np.array([row[2] for row in rows], dtype=np.float64),
+            np.array([to_us(row[3]) for row in rows], dtype=np.int64),
+            np.array([to_us(row[4]) for row in rows], dtype=np.int64),
+            np.array([NONE_US if row[5] is None else to_us(row[5]) for row in rows], dtype=np.int64),
+            objects[0], objects[1], objects[2], {k: row[0] for k, row in enumerate(rows)},
+        )
 
-class _Columns:
-    """One column per value of the run's concepts, as held before it."""
+    def values(self) -> dict[str, list]:
+        """Every concept mentioned, as its values (`Mentions`' order) after the
+        run's last mention of it (what `fold` leaves; the columns unchanged)."""
+        folded = self.fold()
+        columns = self._columns
+        out = {}
+        for k, (cid, slot) in enumerate(zip(folded.ids, folded.slots.tolist())):
+            held = slot >= 0
+            text = folded.texts.get(k, columns.text[slot] if held else "")
+            count = int(folded.counts[k]) + (int(columns.mentions[slot]) if held else 0)
+            rest = [int(columns.retrievals[slot]), columns.first_retrieved[slot], columns.last_retrieved[slot]] \
+                if held else [0, None, None]
+            out[cid] = [
+                text, count, float(folded.activation[k]), folded.created[k], folded.last[k], folded.decayed[k], *rest,
+            ]
+        return out
 
-    def __init__(self, held: list[list | None]) -> None:
-        n = len(held)
-        known = [k for k, old in enumerate(held) if old is not None]
-        olds = [held[k] for k in known]
+
+def apply(columns: ConceptColumns, folded: FoldedMentions, slots: np.ndarray) -> None:
+    """Write what a run's mentions leave (`MentionColumns.fold`) to the
+    columns, at `slots` (folded.slots with the new concepts' slots filled
+    in): each concept's values, marked unwritten and unfiled."""
+    columns.activation[slots] = folded.activation
+    columns.mentions[slots] += folded.counts
+    columns.created_us[slots], columns.created[slots] = folded.created_us, folded.created
+    columns.last_us[slots], columns.last[slots] = folded.last_us, folded.last
+    columns.decayed_us[slots], columns.decayed[slots] = folded.decayed_us, folded.decayed
+    text = columns.text
+    for k, value in folded.texts.items():
+        text[slots[k]] = value
+    columns.unwritten[slots] = True
+    columns.unfiled[slots] = True
+    columns.any_unwritten = True
+
+
+class _Held:
+    """One column per value of the run's concepts, as held before it (`slots`: -1 where not held)."""
+
+    def __init__(self, columns: ConceptColumns, slots: np.ndarray) -> None:
+        n = len(slots)
+        self.slots = slots
+        known = np.flatnonzero(slots >= 0)
+        at = slots[known]
+        self.fresh = slots < 0
+        self.fresh_before = self.fresh.copy()
         self.activation = np.zeros(n, dtype=np.float64)
-        self.decayed_us = np.full(n, _NONE_US, dtype=np.int64)
+        self.activation[known] = columns.activation[at]
+        self.decayed_us = np.full(n, NONE_US, dtype=np.int64)
+        self.decayed_us[known] = columns.decayed_us[at]
         self.decayed_kind = np.full(n, kernels.KEPT, dtype=np.int64)
         self.decayed_ref = np.full(n, -1, dtype=np.int64)
         self.created_us = np.zeros(n, dtype=np.int64)
+        self.created_us[known] = columns.created_us[at]
+        self.held_created_us = self.created_us.copy()
         self.created_src = np.full(n, -1, dtype=np.int64)
         self.last_us = np.zeros(n, dtype=np.int64)
+        self.last_us[known] = columns.last_us[at]
         self.last_src = np.full(n, -1, dtype=np.int64)
         self.reinforcements = np.zeros(n, dtype=np.int64)
-        self.fresh = np.ones(n, dtype=np.bool_)
+        self.reinforcements[known] = columns.mentions[at] + columns.retrievals[at]
         self.tie = np.zeros(n, dtype=np.bool_)
-        if known:
-            at = np.array(known, dtype=np.int64)
-            self.fresh[at] = False
-            self.activation[at] = [old[2] for old in olds]  # type: ignore[index]
-            self.created_us[at] = [to_us(old[3]) for old in olds]  # type: ignore[index]
-            self.last_us[at] = [to_us(old[4]) for old in olds]  # type: ignore[index]
-            self.decayed_us[at] = [_NONE_US if old[5] is None else to_us(old[5]) for old in olds]  # type: ignore[index]
-            self.reinforcements[at] = [old[1] + old[6] for old in olds]  # type: ignore[index]
-
-
-    def mention_all(self, slot: np.ndarray, at_us: np.ndarray, importance: list[float], meta_of: list[int],
-                    metas: _MetaTable, params: GraphParams) -> None:
-        """Every mention applied to these columns, in order (`kernels.mention_all`)."""
-        window_s = float(params.window_s)
-        kernels.mention_all(
-            slot, at_us, np.array(importance, dtype=np.float64), np.array(meta_of, dtype=np.int64),
-            self.activation, self.decayed_us, self.decayed_kind, self.decayed_ref, self.created_us, self.created_src,
-            self.last_us, self.last_src, self.reinforcements, self.fresh, self.tie,
-            metas.tick_us, metas.has_tick, metas.model, metas.rate, metas.tau_s, metas.beta, metas.hybrid_after,
-            window_s, round(window_s * 1e6) if window_s > 0 else 0, float(params.mention_boost),
-        )
+        self.created_obj = np.full(n, None, dtype=object)
+        self.created_obj[known] = columns.created[at]
+        self.last_obj = np.full(n, None, dtype=object)
+        self.last_obj[known] = columns.last[at]
+        self.decayed_obj = np.full(n, None, dtype=object)
+        self.decayed_obj[known] = columns.decayed[at]
 
 
 class _MetaTable:
@@ -192,7 +293,7 @@ class _MetaTable:
     def __init__(self, metas: list[GraphMeta], params: GraphParams) -> None:
         decays = [meta.decay or params.decay for meta in metas]
         self.tick_us = np.array(
-            [_NONE_US if meta.decayed_to is None else to_us(meta.decayed_to) for meta in metas], dtype=np.int64,
+            [NONE_US if meta.decayed_to is None else to_us(meta.decayed_to) for meta in metas], dtype=np.int64,
         )
         self.has_tick = np.array([m.decayed_to is not None and m.decay is not None for m in metas], dtype=np.bool_)
         self.model = np.array([kernels.MODEL_CODES[d.model] for d in decays], dtype=np.int64)

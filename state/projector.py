@@ -105,9 +105,15 @@ class PartitionState:
             self._committed = self._offset
 
     def _write_rows(self, ref: GraphRef, view: GraphView) -> None:
-        """Stage the pair rows `view` changed (its adjacency keeps them while folding)."""
+        """Stage the pair rows and the concepts `view` changed (it keeps them while folding)."""
+        self._write_concepts(ref, view)
         if view.has_row_changes:
             self.repo.put_rows(ref, view.row_records())
+
+    def _write_concepts(self, ref: GraphRef, view: GraphView) -> None:
+        """Stage the concepts whose columns `view` changed (runs of turns leave them there)."""
+        if view.has_concept_changes:
+            self.repo.put_concepts(ref, view.concept_records())
 
     def ref(self, graph_id: str, version: int | None = None) -> GraphRef:
         """`graph_id` at `version` (None: its active version)."""
@@ -212,14 +218,16 @@ class PartitionState:
         rejection is the one event's, as without batches."""
         outcomes = turn_run.skipped(self.repo, ref, run, known=ref in self.views)
         applied = [item for item, outcome in zip(run, outcomes) if outcome is None]
-        try:
-            folded = turn_run.fold_run(self.repo, ref, applied, self.params)
-        except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
-            return [self._content_event(event, offset, None, raw) for event, offset, raw in run]
-        view = self._view_of(ref) if folded.applied else None  # before staging: loading it after would count the run twice
         if applied:
+            new = ref not in self.views
+            view = self._view_of(ref)  # before staging: loading it after would count the run twice
+            try:
+                folded = turn_run.fold_run(self.repo, view, applied, self.params)
+            except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
+                if new:
+                    del self.views[ref]
+                return [self._content_event(event, offset, None, raw) for event, offset, raw in run]
             turn_run.stage_run(self.repo, ref, folded)
-        if view is not None:
             view.add_turns(folded)
         return [Outcome.APPLIED if outcome is None else outcome for outcome in outcomes]
 
@@ -440,8 +448,9 @@ class PartitionState:
 
 
 class _ViewRows:
-    """The pair rows the loaded views changed, staged when the transaction
-    settles (before a scan or a commit): each changed row written once."""
+    """The pair rows and concepts the loaded views changed, staged when the
+    transaction settles (before a scan or a commit; the concepts alone before
+    a concept is read): each changed record written once."""
 
     def __init__(self, state: PartitionState) -> None:
         self._state = state
@@ -449,6 +458,10 @@ class _ViewRows:
     def settle(self) -> None:
         for ref, view in self._state.views.loaded().items():
             self._state._write_rows(ref, view)
+
+    def settle_concepts(self) -> None:
+        for ref, view in self._state.views.loaded().items():
+            self._state._write_concepts(ref, view)
 
     def drop(self) -> None:
         """A rollback: the state is reopened from the store (its views with it)."""

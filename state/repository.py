@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import TopicNode
-from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, concept_record, concept_values
+from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, concept_record
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
@@ -18,6 +18,7 @@ from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
 from emgas.state.store import LazyRecord, PartitionStore
 from emgas.state.transaction import Transaction
+from emgas.state.records import dumps
 
 NO_OFFSET = -1
 FIRST_VERSION = 1
@@ -38,6 +39,41 @@ class PendingConcept(LazyRecord):
 
     def model(self) -> ConceptState:
         return concept_record(self.cid, self.values)
+
+    def encode(self) -> bytes:
+        text, count, activation, created_at, last_accessed, decayed_to, retrievals, first, last = self.values
+        return dumps({
+            "id": self.cid, "text": text, "count": count, "base_activation": activation, "created_at": created_at,
+            "last_accessed": last_accessed, "decayed_to": decayed_to, "retrievals": retrievals,
+            "first_retrieved": first, "last_retrieved": last,
+        }) or super().encode()
+
+
+class PendingPassage(LazyRecord):
+    """A passage a run of turns staged, kept as its fields until it is read
+    as a record (`model`) or committed (`encode`): thousands of them per
+    commit, each written once and rarely read before."""
+
+    __slots__ = ("turn_id", "speaker", "text", "timestamp", "session_id", "metadata", "concept_ids", "seq")
+
+    def __init__(
+        self, turn_id: str, speaker: str, text: str, timestamp: datetime, session_id: str | None,
+        metadata: dict[str, Any], concept_ids: tuple[str, ...], seq: int,
+    ) -> None:
+        self.turn_id, self.speaker, self.text, self.timestamp = turn_id, speaker, text, timestamp
+        self.session_id, self.metadata, self.concept_ids, self.seq = session_id, metadata, concept_ids, seq
+
+    def model(self) -> Passage:
+        return Passage.model_construct(
+            turn_id=self.turn_id, speaker=self.speaker, text=self.text, timestamp=self.timestamp,
+            session_id=self.session_id, metadata=self.metadata, concept_ids=self.concept_ids, seq=self.seq,
+        )
+
+    def encode(self) -> bytes:
+        return dumps({
+            "turn_id": self.turn_id, "speaker": self.speaker, "text": self.text, "timestamp": self.timestamp,
+            "session_id": self.session_id, "metadata": self.metadata, "concept_ids": self.concept_ids, "seq": self.seq,
+        }) or super().encode()
 
 
 class Entry(NamedTuple):
@@ -157,17 +193,17 @@ class GraphRepository:
 
     def concepts(self, ref: GraphRef, ids: Iterable[str]) -> dict[str, ConceptState]:
         ids = list(ids)
+        settle = getattr(self.store, "settle_concepts", None)  # the views' changed concepts first (a plain store has none)
+        if settle is not None:
+            settle()
         found = self.store.get_models([keys.concept(ref, cid) for cid in ids], ConceptState)
         return {cid: concept for cid, concept in zip(ids, found) if concept is not None}
 
-    def concept_values(self, ref: GraphRef, ids: Iterable[str]) -> dict[str, list]:
-        """The concepts' values (`Mentions`' order) where held: not to be changed."""
-        ids = list(ids)
-        found = self.store.get_records([keys.concept(ref, cid) for cid in ids], ConceptState)
-        return {
-            cid: concept.values if isinstance(concept, PendingConcept) else concept_values(concept)  # type: ignore[arg-type]
-            for cid, concept in zip(ids, found) if concept is not None
-        }
+    def put_concepts(self, ref: GraphRef, concepts: Mapping[str, list]) -> None:
+        """Stage concepts given as their values (`Mentions`' order), each made a record only when read or committed."""
+        self.store.stage(dict(zip(
+            keys.concepts(ref, concepts), (PendingConcept(cid, values) for cid, values in concepts.items()),
+        )))
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         """The stored pairs among `edges` (each (a, b) with a < b)."""

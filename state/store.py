@@ -21,13 +21,18 @@ Batch = Mapping[bytes, bytes | None]
 
 class LazyRecord(ABC):
     """A record a transaction keeps in another form (plain values the fold
-    changes often) until it is read as a model or committed."""
+    changes often, or makes by the thousand) until it is read as a model or
+    committed."""
 
     __slots__ = ()
 
     @abstractmethod
     def model(self) -> BaseModel:
-        """The record as its model (encoded with `model_dump_json` at commit)."""
+        """The record as its model."""
+
+    def encode(self) -> bytes:
+        """The record as stored: its model's `model_dump_json`, byte for byte."""
+        return self.model().model_dump_json().encode()
 
 
 class PartitionStore(ABC):

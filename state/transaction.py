@@ -46,7 +46,7 @@ def _raw(value: Pending) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, LazyRecord):
-        value = value.model()
+        return value.encode()
     return value.model_dump_json().encode()
 
 
@@ -55,6 +55,9 @@ class Deferred(Protocol):
 
     def settle(self) -> None:
         """Stage every change kept aside as pending writes."""
+
+    def settle_concepts(self) -> None:
+        """Stage the concept records kept aside (before a concept is read)."""
 
     def drop(self) -> None:
         """Forget every change kept aside (a rollback)."""
@@ -81,6 +84,10 @@ class Transaction(PartitionStore):
     def settle(self) -> None:
         for deferred in self._deferred:
             deferred.settle()
+
+    def settle_concepts(self) -> None:
+        for deferred in self._deferred:
+            deferred.settle_concepts()
 
     def __len__(self) -> int:
         """Pending keys."""

@@ -16,15 +16,17 @@ operations the per-event rules (`processors.evolve.evolve_turn`, and
   `decayed_to` and `decay`), which the mentions after it read: it takes its
   place in the run instead of ending it (in a quiet graph's log most ticks
   list nothing, and each would otherwise cut the runs to single turns);
-- every concept the run mentions is read once, each mention applied in log
-  order on columns, in one compiled loop (`state.mention_columns`: what
-  `processors.graph.Mentions` does one mention at a time), and the concept
-  written once, as the values the last mention leaves (a record only when
-  read as one, or at commit: `repository.PendingConcept`);
+- the concepts the run mentions are read from the graph's concept columns
+  (`state.concept_columns`) a set at a time, each mention applied in log
+  order in one compiled loop (`state.mention_columns`: what
+  `processors.graph.Mentions` does one mention at a time), and the values
+  the last mention of each leaves written back to the columns, whose
+  changed concepts become records when the transaction settles;
 - each turn's passage, links and journal entry are staged as the rule's
   writes would stage them, the graph's meta once, as the last turn leaves it;
 - the view takes the run in one call (`GraphView.add_turns`): its nodes in
-  the order the turns created them, every clique queued at once.
+  the order the turns created them, the mentions' values, every clique
+  queued at once.
 
 So a graph folded in runs of any length equals the one folded one event at
 a time, bit for bit (`tests/unit/test_fold_property.py`).
@@ -34,18 +36,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from emgas.processors.events import Decay, TurnIngested
-from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, Mentions, Passage
+from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.state import keys
-from emgas.state.mention_columns import MentionColumns, columns_apply
-from emgas.state.repository import GraphRepository, PendingConcept
+from emgas.state.mention_columns import FoldedMentions, MentionColumns
+from emgas.state.repository import GraphRepository, PendingPassage
 from emgas.state.rules import Outcome
 from emgas.state.transaction import Pending
 
-# Mentions from which a run folds them on columns (`state.mention_columns`):
-# the compiled loop's setup costs about what 60 mentions cost one at a time
-# (measured: 8 turns of 7 concepts about even, 32 turns 2.2 times faster).
-COLUMNS_FROM = 64
+if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotations
+    from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
 RunEvent = tuple[TurnIngested | Decay, int, bytes]
@@ -67,8 +69,8 @@ class FoldedRun:
 
     applied: list[tuple[TurnIngested, int, bytes]]
     ticks: list[tuple[Decay, int, bytes]]
-    passages: list[Passage]
-    concepts: dict[str, list]  # concept id -> its values (`Mentions`' order)
+    passages: list[PendingPassage]
+    mentions: FoldedMentions  # the concepts it mentions, as it leaves them
     meta: GraphMeta
 
 
@@ -111,21 +113,21 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
     return outcomes
 
 
-def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], params: GraphParams) -> FoldedRun:
+def fold_run(
+    repo: GraphRepository, view: GraphView, applied: list[RunEvent], params: GraphParams,
+) -> FoldedRun:
     """The events `applied` (all past their guards: see `skipped`), folded
-    in order onto `ref` as stored. Reads only: `stage_run` writes the result.
+    in order onto `view`'s graph version as it is. Reads only: `stage_run`
+    writes the result to the store, `GraphView.add_turns` to the view.
 
     Per turn (`evolve_turn`): each concept mentioned (`Mentions`), its
     passage at place seq = N (0-based, log order), N + 1, clock = max,
     first_seen = min. Per tick (`evolve_decay` of one that lists nothing):
     decayed_to = its time, decay = its parameters."""
-    meta = repo.meta(ref)
-    mentioned = [c.id for event, _, _ in applied if type(event) is TurnIngested for c in event.concepts]
-    held = repo.concept_values(ref, dict.fromkeys(mentioned))
-    columns = len(mentioned) >= COLUMNS_FROM and columns_apply(params)
-    mentions: MentionColumns | Mentions = (MentionColumns if columns else Mentions)(held, meta, params)
+    meta = repo.meta(view.ref)
+    mentions = MentionColumns(view.columns, view.index, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
-    passages: list[Passage] = []
+    passages: list[PendingPassage] = []
     applied_turns: list[tuple[TurnIngested, int, bytes]] = []
     ticks: list[tuple[Decay, int, bytes]] = []
     for event, offset, raw in applied:
@@ -137,10 +139,9 @@ def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], para
             continue
         applied_turns.append((event, offset, raw))
         mentions.turn(event.concepts, at)
-        passages.append(Passage.model_construct(
-            turn_id=event.turn_id, speaker=event.speaker, text=event.text, timestamp=at,
-            session_id=event.session_id, metadata=event.metadata,
-            concept_ids=tuple(sorted(c.id for c in event.concepts)), seq=turns,
+        passages.append(PendingPassage(
+            event.turn_id, event.speaker, event.text, at, event.session_id, event.metadata,
+            tuple(sorted(c.id for c in event.concepts)), turns,
         ))
         turns += 1
         if clock is None or at > clock:
@@ -148,22 +149,20 @@ def fold_run(repo: GraphRepository, ref: GraphRef, applied: list[RunEvent], para
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    return FoldedRun(applied_turns, ticks, passages, mentions.values(), meta)
+    return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta)
 
 
 def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     """Stage what the run writes: what the writes of each of its events
     stage, each record once (the journal entries per event, the passages
-    per turn, the concepts and meta as the run leaves them)."""
+    per turn, the meta as the run leaves it; the concepts' records are
+    written from the view's columns when the transaction settles)."""
     staged: dict[bytes, Pending] = {
         keys.journal_entry(ref, offset): raw for _, offset, raw in (*run.applied, *run.ticks)
     }
     if run.applied:
         staged[keys.registry(ref)] = b""
     staged[keys.graph_meta(ref)] = run.meta
-    staged.update(zip(
-        keys.concepts(ref, run.concepts), (PendingConcept(cid, values) for cid, values in run.concepts.items()),
-    ))
     for passage in run.passages:
         staged[keys.passage(ref, passage.turn_id)] = passage
         staged.update(dict.fromkeys(keys.passage_links(ref, passage.turn_id, passage.concept_ids), b""))

@@ -39,7 +39,9 @@ from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.state import keys
 from emgas.state.adjacency import Adjacency
-from emgas.state.repository import GraphRepository, from_us, to_us
+from emgas.state.concept_columns import ConceptColumns
+from emgas.state.mention_columns import apply as apply_mentions
+from emgas.state.repository import GraphRepository, PendingPassage, from_us, to_us
 from emgas.state.rows import encode_packed, upper_pairs
 
 if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
@@ -73,8 +75,6 @@ class GraphView:
         self._topics_of: dict[int, list[int]] = {}  # node index -> its topics' node indices
         self._concept_due: list[tuple[float, str]] = []
         self._latest_due: dict[str, float] = {}  # per live concept: its newest due time
-        # changed since their due times were filed: (A, reinforcements, decay reference)
-        self._unfiled: dict[str, tuple[float, int, datetime]] = {}
         # Edges' due times (s since 1970) by node slot, in chunks, unsorted:
         # (due, a, b) arrays; a tick takes those due at once (`due_edges`).
         self._edge_due: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -82,7 +82,10 @@ class GraphView:
         self._edge_noted: list[tuple[float, int, int]] = []  # filed one by one, not in a chunk yet
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
-        self.texts: list[str] = []
+        # Every concept's values, by slot: what runs of turns change in place
+        # (its slots' due times filed when next asked for, their records
+        # written when the transaction settles: `concept_records`).
+        self.columns = ConceptColumns()
         self._counts = np.zeros(64, dtype=np.float64)
         self._id_order: list[int] = []  # every slot, in the order of their ids (`_rank`)
         self._ranked: np.ndarray | None = None  # each slot's place in it
@@ -98,6 +101,11 @@ class GraphView:
         self._speaker_passages: dict[str, int] = {}  # speaker key -> passages held
         self.session_turns: dict[str, dict[str, None]] = {}
         self.turns = 0
+
+    @property
+    def texts(self) -> list[str]:
+        """Each slot's surface text (the earliest mention's)."""
+        return self.columns.text
 
     @property
     def size(self) -> int:
@@ -135,7 +143,7 @@ class GraphView:
         if i is None:
             i = self.index[cid] = len(self.ids)
             self.ids.append(cid)
-            self.texts.append(text)
+            self.columns.add(text)
             self._adjacency.add_node()
             self.passage_ids.append([])
             if i >= len(self._counts):
@@ -258,34 +266,43 @@ class GraphView:
     def add_turns(self, run: FoldedRun) -> None:
         """Apply a run of new turns (`state.turn_run`): what each turn's writes
         do in turn (nodes created in the order the turns first mention them,
-        passages placed, cliques queued), with each concept's record and the
-        meta as the run leaves them."""
-        index, node, sources = self.index, self.node, self.passage_ids
+        passages placed, cliques queued), with each concept's values as the
+        run's mentions leave them (`state.mention_columns`)."""
+        mentions = run.mentions
+        slots = mentions.slots.copy()
+        node = self.node
+        for k in np.flatnonzero(slots < 0).tolist():  # in the order of their first mention
+            slots[k] = node(mentions.ids[k], mentions.texts[k])
+        apply_mentions(self.columns, mentions, slots)
+        self._counts[slots] = self.columns.mentions[slots]
+        index, sources = self.index, self.passage_ids
         members: list[int] = []
         sizes, at_s, at_us = [], [], []
-        for (event, _, _), passage in zip(run.applied, run.passages):
-            for concept in event.concepts:
-                if concept.id not in index:
-                    node(concept.id, concept.text)
+        for passage in run.passages:
             self.place(passage)
-            for cid in passage.concept_ids:
-                sources[index[cid]].append(passage.turn_id)
-            members.extend(index[cid] for cid in passage.concept_ids)
-            sizes.append(len(passage.concept_ids))
+            turn_id = passage.turn_id
+            ends = [index[cid] for cid in passage.concept_ids]
+            for i in ends:
+                sources[i].append(turn_id)
+            members += ends
+            sizes.append(len(ends))
             at_s.append(seconds(passage.timestamp))
             at_us.append(to_us(passage.timestamp))
         self._adjacency.add_cliques(
             np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
             np.array(at_us, dtype=np.int64),
         )
-        unfiled = self._unfiled
-        for cid, values in run.concepts.items():
-            i = index[cid]
-            self.texts[i] = values[0]
-            self._counts[i] = values[1]
-            # as `note_concept`: (A, mentions + retrievals, decay reference)
-            unfiled[cid] = (values[2], values[1] + values[6], values[5] or values[3])
         self.turns = run.meta.turns
+
+    def concept_records(self) -> dict[str, list]:
+        """The values (`Mentions`' order) of the live concepts whose columns
+        changed since the last call, by id: the records to write."""
+        columns, ids, index = self.columns, self.ids, self.index
+        return {ids[i]: columns.values(i) for i in columns.take_unwritten() if index.get(ids[i]) == i}
+
+    @property
+    def has_concept_changes(self) -> bool:
+        return self.columns.any_unwritten
 
     def remove_edges(self, edges: list[Edge]) -> None:
         """Drop the edges whose ends are both live (a removed concept's go with it)."""
@@ -306,9 +323,8 @@ class GraphView:
     def _put_concept(self, write: PutConcept) -> None:
         concept = write.concept
         i = self.node(concept.id, concept.text)
-        self.texts[i] = concept.text  # the earliest mention's, which may change
+        self.columns.put(i, concept)  # the earliest mention's text, which may change, included
         self._counts[i] = concept.count
-        self.note_concept(concept)
 
     def _add_passage(self, write: AddPassage) -> None:
         passage = write.passage
@@ -367,7 +383,7 @@ class GraphView:
         Register: _stored_only, MarkRetrieval: _stored_only,
     }
 
-    def place(self, passage: Passage) -> None:
+    def place(self, passage: Passage | PendingPassage) -> None:
         if passage.turn_id in self.place_of:  # placed again: file it afresh
             self.forget_passage(passage.turn_id)
         key = (passage.session_id, passage.seq)
@@ -425,15 +441,18 @@ class GraphView:
                     found.append((neighbour, d))
         return found
 
-    def note_concept(self, concept: ConceptState) -> None:
-        """File the concept's due time, when one is next asked for (a concept
-        mentioned in many turns between two ticks is filed once)."""
-        self._unfiled[concept.id] = (concept.base_activation, concept.reinforcements, concept.decay_reference)
-
     def _file_concepts(self) -> None:
-        unfiled, self._unfiled = self._unfiled, {}
-        for cid, (activation, reinforcements, reference) in unfiled.items():
-            due = self._latest_due[cid] = due_s(activation, reinforcements, reference, self.decay)
+        """File the due time of each concept changed since the last filing
+        (a concept mentioned in many turns between two ticks is filed once)."""
+        columns, ids, index = self.columns, self.ids, self.index
+        for i in columns.take_unfiled():
+            cid = ids[i]
+            if index.get(cid) != i:
+                continue  # a dead slot
+            reinforcements = int(columns.mentions[i] + columns.retrievals[i])
+            due = self._latest_due[cid] = due_s(
+                float(columns.activation[i]), reinforcements, columns.reference(i), self.decay,
+            )
             heapq.heappush(self._concept_due, (due, cid))
         if len(self._concept_due) > 4 * len(self._latest_due) + 1024:
             # Stale entries outnumber live ones: keep each live concept's newest
@@ -530,7 +549,7 @@ class GraphView:
         """Drop a concept, its edges and its passage links (its slot stays, dead)."""
         i = self.index.pop(cid)
         self._latest_due.pop(cid, None)
-        self._unfiled.pop(cid, None)
+        self.columns.drop(i)
         self._adjacency.clear(i)
         self._counts[i] = 0
         self.passage_ids[i] = []
@@ -606,8 +625,9 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
     view = GraphView(ref, decay)
     for _, raw in repo.store.scan(keys.section(ref, b"c")):
         concept = ConceptState.model_validate_json(raw)
-        view.set_count(view.node(concept.id, concept.text), concept.count)
-        view.note_concept(concept)
+        i = view.node(concept.id, concept.text)
+        view.set_count(i, concept.count)
+        view.columns.put(i, concept)
     source_prefix = keys.section(ref, b"s")
     for key, _ in repo.store.scan(source_prefix):
         cid, turn_id = keys.split_tail(key, source_prefix)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.dynamics import DAY_S, DecayParams
-from emgas.state import turn_run
+from emgas.state import mention_columns
 from emgas.processors.events import Boost, Forget, GraphEvent, Retrieved
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
@@ -93,6 +93,8 @@ def in_memory_equals_stored(state: PartitionState) -> None:
         assert {c: sorted(view.passage_ids[i]) for c, i in view.index.items()} == \
             {c: sorted(loaded.passage_ids[i]) for c, i in loaded.index.items()}
         assert view.edges == loaded.edges and view.turns == loaded.turns
+        assert {c: view.columns.values(i) for c, i in view.index.items()} == \
+            {c: loaded.columns.values(i) for c, i in loaded.index.items()}
 
 
 # Turns of two graphs (some boosted), perhaps a forget of one of them, and what a test draws from them.
@@ -158,13 +160,14 @@ def test_batches_of_any_size_and_crashes_between_them_give_the_event_by_event_fo
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(*RUN)
-def test_runs_folded_on_columns_give_the_event_by_event_fold(turns, boosts, forget, data):
-    """The same, with every run's mentions folded on columns (`state.mention_columns`), however short."""
-    saved, turn_run.COLUMNS_FROM = turn_run.COLUMNS_FROM, 0
+def test_runs_folded_by_mentions_give_the_event_by_event_fold(turns, boosts, forget, data):
+    """The same, with every run's mentions folded one at a time (`Mentions`,
+    on values read from the concept columns: a window the kernel cannot take)."""
+    saved, mention_columns.columns_apply = mention_columns.columns_apply, lambda params: False
     try:
         check_batches(turns, boosts, forget, data)
     finally:
-        turn_run.COLUMNS_FROM = saved
+        mention_columns.columns_apply = saved
 
 
 def check_batches(turns, boosts, forget, data) -> None:

@@ -1,6 +1,7 @@
-"""A run's mentions folded on columns (compiled) against `Mentions` (one
-Python step per mention): the same values, bit for bit, and the same
-datetime objects (offsets included)."""
+"""A run's mentions folded on the concept columns (compiled) against
+`Mentions` (one Python step per mention): the same values, bit for bit,
+and the same datetime objects (offsets included); and written back to the
+columns, the values a record of them would hold."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -10,7 +11,9 @@ from hypothesis import strategies as st
 
 from emgas.processors.dynamics import DecayParams
 from emgas.processors.events import Concept
-from emgas.processors.graph import GraphMeta, GraphParams, Mentions
+from emgas.processors.graph import GraphMeta, GraphParams, Mentions, concept_record
+from emgas.state import mention_columns
+from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import MentionColumns, columns_apply
 
 T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
@@ -85,9 +88,19 @@ def test_each_branch_of_a_contribution_on_columns(case):
     check(*CASES[case])
 
 
+def held_columns(held: dict) -> tuple[ConceptColumns, dict[str, int]]:
+    """Columns holding `held` (id -> values), a dead slot before each, and the index of the live slots."""
+    columns, index = ConceptColumns(), {}
+    for cid, values in held.items():
+        columns.add("dead")
+        index[cid] = columns.add(values[0])
+        columns.put(index[cid], concept_record(cid, values))
+    return columns, index
+
+
 def check(held: dict, meta: GraphMeta, steps: list, params: GraphParams) -> None:
-    assert columns_apply(params)
-    expected, columns = Mentions(held, meta, params), MentionColumns(held, meta, params)
+    store, index = held_columns(held)
+    expected, columns = Mentions(held, meta, params), MentionColumns(store, index, meta, params)
     for kind, when, what in steps:
         if kind == "tick":
             meta = meta.model_copy(update={"decayed_to": when, "decay": what})
@@ -106,8 +119,32 @@ def check(held: dict, meta: GraphMeta, steps: list, params: GraphParams) -> None
                 assert mine.utcoffset() == theirs.utcoffset(), f"{cid}: the same object's offset"
             if isinstance(theirs, float):
                 assert mine.hex() == theirs.hex(), f"{cid}: bit for bit"
+    written_back(store, index, columns, want)
+
+
+def written_back(store: ConceptColumns, index: dict, columns: MentionColumns, want: dict) -> None:
+    """`apply` leaves in the columns the values `Mentions` gives (new concepts in new slots)."""
+    folded = columns.fold()
+    slots = folded.slots.copy()
+    for k in range(len(slots)):
+        if slots[k] < 0:
+            slots[k] = store.add(folded.texts[k])
+    mention_columns.apply(store, folded, slots)
+    for cid, slot in zip(folded.ids, slots.tolist()):
+        got = store.values(slot)
+        assert got == want[cid], cid
+        assert [v.utcoffset() for v in got if isinstance(v, datetime)] == \
+            [v.utcoffset() for v in want[cid] if isinstance(v, datetime)]
+    assert sorted(store.take_unwritten()) == sorted(slots.tolist())
 
 
 def test_a_window_of_a_fraction_of_a_second_is_left_to_mentions():
     assert not columns_apply(GraphParams(window_s=0.5))
     assert columns_apply(GraphParams(window_s=0.0))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_branch_folded_by_mentions_where_the_kernel_cannot(case, monkeypatch):
+    """The same cases through `Mentions` on values read from the columns (a window of a fraction of a second)."""
+    monkeypatch.setattr(mention_columns, "columns_apply", lambda params: False)
+    check(*CASES[case])
