@@ -123,6 +123,14 @@ class ConceptColumns:
         self.any_unwritten = False
         return slots.tolist()
 
+    def take_unwritten_of(self, slots: list[int]) -> list[int]:
+        """Those of `slots` changed since they were last taken (then not unwritten)."""
+        if not self.any_unwritten:
+            return []
+        taken = [slot for slot in dict.fromkeys(slots) if self.unwritten[slot]]
+        self.unwritten[taken] = False
+        return taken
+
     def take_unfiled(self) -> list[int]:
         """The slots changed since their due times were last filed (then filed)."""
         slots = np.flatnonzero(self.unfiled[: self.size])

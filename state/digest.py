@@ -22,17 +22,18 @@ from typing import Any, Callable, Iterable, Iterator
 
 from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.state import keys
+from emgas.state import keys, links
 from emgas.state.repository import GraphRepository
 from emgas.state.rows import upper_pairs
 
 # (section name, key kind, value renderer); the order is part of the format.
 # Pairs are kept in rows (`state.rows`) and rendered one line per pair,
-# as when each pair was its own record.
+# as when each pair was its own record; links are kept in the passages
+# (`state.links`) and rendered one line per link, as when each was a record.
 Render = Callable[[bytes], Any]
 SECTIONS: tuple[tuple[str, bytes, Render | None], ...] = (
     ("concepts", b"c", lambda raw: ConceptState.model_validate_json(raw).model_dump(mode="json")),
-    ("sources", b"s", lambda raw: None),
+    ("sources", b"s", None),
     ("pairs", b"r", None),
     ("passages", b"t", lambda raw: Passage.model_validate_json(raw).model_dump(mode="json")),
     ("topics", b"k", lambda raw: TopicNode.model_validate_json(raw).model_dump(mode="json")),
@@ -60,6 +61,10 @@ def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: R
     """One canonical line per record: `[key fields, value]` as canonical JSON
     (for pairs: `[[a, b], [count, last µs]]`, a < b, in (a, b) order)."""
     prefix = keys.section(ref, kind)
+    if kind == b"s":
+        for cid, turn_id in links.of_version(repo.store, ref):
+            yield f"[[{_json_str(cid)},{_json_str(turn_id)}],null]"
+        return
     if render is None:
         rows = ((key[len(prefix):].decode(), raw) for key, raw in repo.store.scan(prefix))
         for a, b, count, last in upper_pairs(rows):

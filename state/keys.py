@@ -5,7 +5,7 @@
     a 0 GRAPH                          -> the graph's active version (JSON {"version": int})
     g 0 GRAPH 0 VERSION 0 m            -> graph totals (JSON {"turns": int})
     g 0 GRAPH 0 VERSION 0 c 0 CONCEPT  -> ConceptState JSON
-    g 0 GRAPH 0 VERSION 0 s 0 CONCEPT 0 TURN -> b"" (concept's source passage)
+    g 0 GRAPH 0 VERSION 0 u 0 TURN 0 CONCEPT -> b"" (a link the passage lost: see below)
     g 0 GRAPH 0 VERSION 0 r 0 CONCEPT  -> the concept's row: every edge it has, with the
                                           pair's count and last co-occurrence (`state.rows`)
     g 0 GRAPH 0 VERSION 0 t 0 TURN     -> Passage JSON
@@ -28,11 +28,15 @@
                                           restored snapshot (JSON {"offset": int})
     h                                  -> the last checkpoint applied (JSON {"offset", "as_of"})
 
-(0 is a NUL byte; VERSION is decimal.) Snapshots carry pairs in the
-layout of format 3, one record per pair, which `state.snapshots` converts:
+(0 is a NUL byte; VERSION is decimal.) A passage links every concept its
+turn mentioned (its `concept_ids`) but those a decay tick unlinked (`u`,
+when it pruned the concept): a turn writes no link records. Snapshots carry
+pairs in the layout of format 3, one record per pair, and links in that of
+format 4, one record per link, which `state.snapshots` converts:
 
     g 0 GRAPH 0 VERSION 0 p 0 A 0 B    -> pair, A < B: count and last co-occurrence
                                           (8-byte big-endian each; time in µs since 1970)
+    g 0 GRAPH 0 VERSION 0 s 0 CONCEPT 0 TURN -> b"" (concept's source passage)
  Identifiers cannot hold control
 characters (see `processors.events`), so NUL separates fields without
 ambiguity, and all keys of one graph version share one prefix.
@@ -86,10 +90,9 @@ def concepts(ref: GraphRef, cids: Iterable[str]) -> list[bytes]:
     return [prefix + cid.encode() for cid in cids]
 
 
-def passage_links(ref: GraphRef, turn_id: str, cids: Iterable[str]) -> list[bytes]:
-    """`concept_passage(ref, cid, turn_id)` of each of `cids`: a passage's links."""
-    prefix, tail = section(ref, b"s"), SEP + turn_id.encode()
-    return [prefix + cid.encode() + tail for cid in cids]
+def unlinked(ref: GraphRef, turn_id: str, cid: str) -> bytes:
+    """The record that passage `turn_id` no longer links concept `cid`."""
+    return section(ref, b"u") + turn_id.encode() + SEP + cid.encode()
 
 
 def pair(ref: GraphRef, a: str, b: str) -> bytes:

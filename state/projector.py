@@ -459,9 +459,10 @@ class _ViewRows:
         for ref, view in self._state.views.loaded().items():
             self._state._write_rows(ref, view)
 
-    def settle_concepts(self) -> None:
-        for ref, view in self._state.views.loaded().items():
-            self._state._write_concepts(ref, view)
+    def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
+        view = self._state.views.loaded().get(ref)
+        if view is not None and view.has_concept_changes:
+            self._state.repo.put_concepts(ref, view.concept_records(ids))
 
     def drop(self) -> None:
         """A rollback: the state is reopened from the store (its views with it)."""

@@ -24,7 +24,7 @@ NO_OFFSET = -1
 FIRST_VERSION = 1
 # Version of the key layout and record formats; a store in another format
 # is rebuilt from the log (see `streams.runtime.partitions`).
-STATE_FORMAT = 4  # 4: pair counts in rows (`state.rows`), not one record per pair
+STATE_FORMAT = 5  # 4: pair counts in rows (`state.rows`), not one record per pair; 5: links implicit (`keys`)
 
 
 class PendingConcept(LazyRecord):
@@ -195,7 +195,7 @@ class GraphRepository:
         ids = list(ids)
         settle = getattr(self.store, "settle_concepts", None)  # the views' changed concepts first (a plain store has none)
         if settle is not None:
-            settle()
+            settle(ref, ids)
         found = self.store.get_models([keys.concept(ref, cid) for cid in ids], ConceptState)
         return {cid: concept for cid, concept in zip(ids, found) if concept is not None}
 
@@ -238,15 +238,13 @@ class GraphRepository:
             found[cid] = {o: pair_state(e[0], from_us(e[1])) for o, e in entries.items() if e is not None}
         return found
 
-    def sources(self, ref: GraphRef, cid: str) -> list[str]:
-        """Turn ids of the passages that mention `cid`."""
-        prefix = keys.section(ref, b"s") + cid.encode() + keys.SEP
-        return [key[len(prefix):].decode() for key, _ in self.store.scan(prefix)]
-
     def links(self, ref: GraphRef, candidates: list[tuple[str, str]]) -> frozenset[tuple[str, str]]:
-        """Those of the (concept, turn) links that exist."""
-        found = self.store.multi_get([keys.concept_passage(ref, c, t) for c, t in candidates])
-        return frozenset(link for link, raw in zip(candidates, found) if raw is not None)
+        """Those of the (concept, turn) links that exist: the turn's passage
+        is held, its turn mentioned the concept, and no tick unlinked it."""
+        passages = self.passages(ref, sorted({t for _, t in candidates}))
+        mentioned = [(c, t) for c, t in candidates if t in passages and c in passages[t].concept_ids]
+        unlinked = self.store.multi_get([keys.unlinked(ref, t, c) for c, t in mentioned])
+        return frozenset(link for link, raw in zip(mentioned, unlinked) if raw is None)
 
     def passages(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, Passage]:
         found = self.store.get_models([keys.passage(ref, t) for t in turn_ids], Passage)
@@ -285,10 +283,8 @@ class GraphRepository:
         self.store.put(keys.concept(ref, write.concept.id), write.concept)
 
     def _add_passage(self, ref: GraphRef, write: AddPassage) -> None:
-        passage, put = write.passage, self.store.put
-        put(keys.passage(ref, passage.turn_id), passage)
-        for cid in passage.concept_ids:
-            put(keys.concept_passage(ref, cid, passage.turn_id), b"")
+        """The passage, which links each of its concepts (`keys`: no record per link)."""
+        self.store.put(keys.passage(ref, write.passage.turn_id), write.passage)
 
     def _rows_kept_by_the_view(self, ref: GraphRef, write: CoOccur | RemovePair) -> None:
         """Pair rows change in the graph's view (`state.adjacency`), which the
@@ -299,10 +295,13 @@ class GraphRepository:
         self.store.put(keys.concept(ref, write.cid), None)
 
     def _remove_link(self, ref: GraphRef, write: RemoveLink) -> None:
-        self.store.put(keys.concept_passage(ref, write.cid, write.turn_id), None)
+        self.store.put(keys.unlinked(ref, write.turn_id, write.cid), b"")
 
     def _prune_passage(self, ref: GraphRef, write: PrunePassage) -> None:
-        """The passage goes; its turn stays known (its `f` record)."""
+        """The passage goes, with the links it lost; its turn stays known (its `f` record)."""
+        [passage] = self.store.get_models([keys.passage(ref, write.turn_id)], Passage)
+        for cid in passage.concept_ids if passage is not None else ():
+            self.store.put(keys.unlinked(ref, write.turn_id, cid), None)
         self.store.put(keys.passage(ref, write.turn_id), None)
         self.store.put(keys.forgotten_turn(ref, write.turn_id), b"")
 

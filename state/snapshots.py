@@ -28,6 +28,8 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass, field
+
+import orjson
 from datetime import datetime
 from typing import Iterable
 
@@ -53,12 +55,63 @@ Records = list[tuple[bytes, bytes]]
 
 def graph_content(store: PartitionStore, graph_id: str) -> Records:
     """Every record of `graph_id`'s content, the active version first, in
-    the snapshot layout: pair rows as one record per pair (`as_pairs`)."""
+    the snapshot layout: pair rows as one record per pair (`as_pairs`),
+    links one record per link (`as_links`)."""
     active = store.get(keys.active(graph_id))
     records: Records = [] if active is None else [(keys.active(graph_id), active)]
     for prefix in keys.graph_content_prefixes(graph_id):
-        records.extend(as_pairs(store.scan(prefix)))
+        records.extend(as_links(as_pairs(store.scan(prefix))))
     return records
+
+
+def as_links(records: Records) -> Records:
+    """Records (in key order) with each graph version's links given one
+    record per link (`s`, as format 4 kept them) instead of in its passages
+    and `u` records (`state.links`), in key order."""
+    out: Records = []
+    passages: list[tuple[GraphRef, str, bytes]] = []
+    unlinked: dict[tuple[GraphRef, str], set[str]] = {}
+    for key, value in records:
+        passage, gone = _graph_key(key, b"t"), _graph_key(key, b"u")
+        if gone is not None:
+            unlinked.setdefault((gone[0], gone[1][0]), set()).add(gone[1][1])
+            continue
+        if passage is not None:
+            passages.append((passage[0], passage[1][0], value))
+        out.append((key, value))
+    if not passages:
+        return out
+    for ref, turn_id, value in passages:
+        lost = unlinked.get((ref, turn_id), set())
+        out += [(keys.concept_passage(ref, cid, turn_id), b"") for cid in _concepts(value) if cid not in lost]
+    out.sort(key=lambda record: record[0])
+    return out
+
+
+def as_unlinks(records: Records) -> Records:
+    """The inverse of `as_links`: link records become the `u` records of
+    the concepts each passage mentions but does not link."""
+    out: Records = []
+    passages: list[tuple[GraphRef, str, bytes]] = []
+    linked: dict[tuple[GraphRef, str], set[str]] = {}
+    for key, value in records:
+        link, passage = _graph_key(key, b"s"), _graph_key(key, b"t")
+        if link is not None:
+            cid, turn_id = link[1]
+            linked.setdefault((link[0], turn_id), set()).add(cid)
+            continue
+        if passage is not None:
+            passages.append((passage[0], passage[1][0], value))
+        out.append((key, value))
+    for ref, turn_id, value in passages:
+        kept = linked.get((ref, turn_id), set())
+        out += [(keys.unlinked(ref, turn_id, cid), b"") for cid in _concepts(value) if cid not in kept]
+    return out
+
+
+def _concepts(passage: bytes) -> list[str]:
+    """The concept ids a passage record names."""
+    return orjson.loads(passage)["concept_ids"]
 
 
 def as_pairs(records: Iterable[tuple[bytes, bytes]]) -> Records:
@@ -181,7 +234,7 @@ def replace_content(store: Transaction, graph_id: str, records: Records) -> None
     for prefix in keys.graph_content_prefixes(graph_id):
         for key, _ in list(store.scan(prefix)):
             store.put(key, None)
-    for key, value in as_rows(records):
+    for key, value in as_unlinks(as_rows(records)):
         store.put(key, value)
 
 

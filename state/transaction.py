@@ -26,6 +26,7 @@ from typing import Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel
 
+from emgas.processors.graph import GraphRef
 from emgas.state.store import Batch, LazyRecord, PartitionStore
 
 M = TypeVar("M", bound=BaseModel)
@@ -56,8 +57,8 @@ class Deferred(Protocol):
     def settle(self) -> None:
         """Stage every change kept aside as pending writes."""
 
-    def settle_concepts(self) -> None:
-        """Stage the concept records kept aside (before a concept is read)."""
+    def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
+        """Stage the records kept aside of these concepts of `ref` (before they are read)."""
 
     def drop(self) -> None:
         """Forget every change kept aside (a rollback)."""
@@ -85,9 +86,9 @@ class Transaction(PartitionStore):
         for deferred in self._deferred:
             deferred.settle()
 
-    def settle_concepts(self) -> None:
+    def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
         for deferred in self._deferred:
-            deferred.settle_concepts()
+            deferred.settle_concepts(ref, ids)
 
     def __len__(self) -> int:
         """Pending keys."""

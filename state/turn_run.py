@@ -164,6 +164,5 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
         staged[keys.registry(ref)] = b""
     staged[keys.graph_meta(ref)] = run.meta
     for passage in run.passages:
-        staged[keys.passage(ref, passage.turn_id)] = passage
-        staged.update(dict.fromkeys(keys.passage_links(ref, passage.turn_id, passage.concept_ids), b""))
+        staged[keys.passage(ref, passage.turn_id)] = passage  # it links its concepts (`keys`)
     repo.store.stage(staged)

@@ -37,7 +37,7 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, pair_state
-from emgas.state import keys
+from emgas.state import keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
@@ -294,11 +294,15 @@ class GraphView:
         )
         self.turns = run.meta.turns
 
-    def concept_records(self) -> dict[str, list]:
+    def concept_records(self, only: Iterable[str] | None = None) -> dict[str, list]:
         """The values (`Mentions`' order) of the live concepts whose columns
-        changed since the last call, by id: the records to write."""
+        changed since they were last taken, by id: the records to write
+        (`only`: of these concepts alone)."""
         columns, ids, index = self.columns, self.ids, self.index
-        return {ids[i]: columns.values(i) for i in columns.take_unwritten() if index.get(ids[i]) == i}
+        if only is None:
+            return {ids[i]: columns.values(i) for i in columns.take_unwritten() if index.get(ids[i]) == i}
+        slots = [i for i in (index.get(cid) for cid in only) if i is not None]
+        return {ids[i]: columns.values(i) for i in columns.take_unwritten_of(slots)}
 
     @property
     def has_concept_changes(self) -> bool:
@@ -628,10 +632,6 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         i = view.node(concept.id, concept.text)
         view.set_count(i, concept.count)
         view.columns.put(i, concept)
-    source_prefix = keys.section(ref, b"s")
-    for key, _ in repo.store.scan(source_prefix):
-        cid, turn_id = keys.split_tail(key, source_prefix)
-        view.passage_ids[view.index[cid]].append(turn_id)
     row_prefix = keys.section(ref, b"r")
     rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
     ends_a, ends_b, counts, lasts = [], [], [], []
@@ -644,8 +644,15 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
     count_array, last_array = np.array(counts, dtype=np.int64), np.array(lasts, dtype=np.int64)
     view.file_loaded_edges(a_array, b_array, count_array, last_array)
     view.load_pairs(a_array, b_array, count_array, last_array)
-    for _, raw in repo.store.scan(keys.section(ref, b"t")):
-        view.place(Passage.model_validate_json(raw))
+    unlinked = links.unlinked_of(repo.store, ref)
+    index, sources = view.index, view.passage_ids
+    for _, raw in repo.store.scan(keys.section(ref, b"t")):  # in turn id order: each concept's sources in it too
+        passage = Passage.model_validate_json(raw)
+        view.place(passage)
+        gone = unlinked.get(passage.turn_id, ())
+        for cid in passage.concept_ids:
+            if cid not in gone:
+                sources[index[cid]].append(passage.turn_id)
     view.turns = repo.turns(ref)
     view.set_topics(repo.topics(ref))
     return view

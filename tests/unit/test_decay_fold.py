@@ -7,8 +7,11 @@ import pytest
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Boost, Decay, PrunedConcept, PrunedEdge, Retrieved
 from emgas.processors.graph import GraphParams, GraphRef
+from emgas.state import keys, links
+from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
+from emgas.state.snapshots import as_links, as_unlinks, graph_content
 from emgas.state.scheduler import Scheduler
 from tests.support.factories import T0, ingested
 
@@ -55,7 +58,8 @@ def test_a_tick_removes_concepts_edges_links_and_orphaned_passages():
     assert outcome == Outcome.APPLIED
     assert state.repo.concepts(G, ["kafka", "lag"]).keys() == {"kafka"}
     assert state.repo.pairs(G, [("kafka", "lag")]) == {}
-    assert state.repo.sources(G, "lag") == []
+    assert state.repo.links(G, [("lag", "t1"), ("kafka", "t1"), ("lag", "t2")]) == {("kafka", "t1")}
+    assert "lag" not in state.view("g").index
     assert state.repo.passages(G, ["t1", "t2"]).keys() == {"t1"}  # kafka still links to t1
     assert state.repo.has_turn(G, "t2")  # and a second delivery of t2 is still a duplicate
     assert state.apply(ingested("g", "t2", {"lag": 0.2}, minute=1), 3) == Outcome.DUPLICATE_TURN
@@ -126,3 +130,31 @@ def test_an_idle_graph_is_ticked_as_its_clock_moves_on_at_wall_speed():
     # the graph's clock (its last turn, 00:10) plus 2 h 05 of idleness: the window of 02:00
     assert idle.trigger == "idle" and idle.timestamp == T0 + timedelta(hours=2)
     assert scheduler.idle_due(state, wall + timedelta(hours=2, minutes=6)) == []  # emitted, not yet applied
+
+
+def test_links_a_tick_took_reach_snapshots_and_digests_as_link_records():
+    """Links live in their passages but for the `u` records of a pruned
+    concept; a snapshot carries one record per link (format 4's layout) and
+    restores the same state, and the digest lists the links that are left."""
+    state = state_with(
+        ingested("g", "t1", {"kafka": 0.8, "lag": 0.3}),
+        ingested("g", "t2", {"lag": 0.2, "broker": 0.9}, minute=1),
+        tick(4, [PrunedConcept(id="lag", reason="activation", value=0.0)]),
+    )
+    state.commit()
+    stored = list(state.repo.records(G))
+    assert [key for key, _ in stored if key.startswith(keys.section(G, b"u"))] == [
+        keys.unlinked(G, "t1", "lag"), keys.unlinked(G, "t2", "lag"),
+    ]
+    carried = as_links(stored)
+    assert [key for key, _ in carried if key.startswith(keys.section(G, b"s"))] == [
+        keys.concept_passage(G, "broker", "t2"), keys.concept_passage(G, "kafka", "t1"),
+    ]
+    assert not any(key.startswith(keys.section(G, b"u")) for key, _ in carried)
+    assert sorted(as_unlinks(carried)) == sorted(stored)
+    assert links.of_version(state.repo.store, G) == [("broker", "t2"), ("kafka", "t1")]
+    restored = PartitionState(MemoryStore(), PARAMS)
+    restored.restore("g", graph_content(state.txn, "g"))
+    assert partition_digests(restored.repo) == partition_digests(state.repo)
+    sources = lambda view: {cid: view.passage_ids[i] for cid, i in view.index.items()}  # noqa: E731
+    assert sources(restored.view("g")) == sources(state.view("g")) == {"kafka": ["t1"], "broker": ["t2"]}

@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.events import GraphDigest, SectionDigest
-from emgas.processors.graph import GraphParams, GraphRef
+from emgas.processors.graph import GraphParams, GraphRef, Passage
 from emgas.replay.verify import differences
 from emgas.state import keys
 from emgas.state.rows import encode_row
@@ -24,6 +24,11 @@ TURNS = [
     ingested("g", "t2", {"kafka": 0.4, "postgres": 0.7}, minute=5),
     ingested("g", "t3", {"lag": 0.3, "postgres": 0.2, "replica": 0.6}, minute=9),
 ]
+
+
+def retold(record: bytes) -> bytes:
+    """A passage record with another text (its links, the concepts it names, unchanged)."""
+    return Passage.model_validate_json(record).model_copy(update={"text": "retold"}).model_dump_json().encode()
 
 
 def build(events, store=None) -> PartitionState:
@@ -47,8 +52,8 @@ def test_other_graphs_and_offsets_do_not_change_a_graphs_digest():
     [
         ("meta", lambda store: store.write({keys.graph_meta(G): b'{"turns": 9}'})),
         ("pairs", lambda store: store.write({keys.row(G, "kafka"): encode_row({"lag": (7, 0)})})),
-        ("sources", lambda store: store.write({keys.concept_passage(G, "kafka", "t9"): b""})),
-        ("passages", lambda store: store.write({keys.passage(G, "t1"): None})),
+        ("sources", lambda store: store.write({keys.unlinked(G, "t1", "kafka"): b""})),
+        ("passages", lambda store: store.write({keys.passage(G, "t1"): retold(store.get(keys.passage(G, "t1")))})),
     ],
 )
 def test_any_change_of_state_changes_the_digest_and_names_the_section(section, change):

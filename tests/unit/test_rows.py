@@ -9,6 +9,7 @@ from emgas.processors.graph import GraphRef
 from emgas.processors.pruning import PairState
 from emgas.processors.dynamics import EPOCH
 from emgas.state import keys
+from emgas.state.repository import STATE_FORMAT
 from emgas.state.repository import from_us, to_us
 from emgas.processors.writes import CoOccur, RemovePair
 from emgas.state.rows import RowLookup, changed_row, encode_row, upper_pairs
@@ -98,6 +99,6 @@ def test_a_state_of_the_per_pair_format_is_rebuilt_from_the_log_with_one_line(tm
     with caplog.at_level(logging.WARNING, logger="emgas.streams.runtime.partitions"):
         state = PartitionStates(tmp_path, GraphParams()).get(0)
     [line] = [r.getMessage() for r in caplog.records]
-    assert line == "state of partition 0 is in format 3, not 4: rebuilding it from the log"
+    assert line == f"state of partition 0 is in format 3, not {STATE_FORMAT}: rebuilding it from the log"
     assert state.applied_offset == -1 and state.repo.graph_refs() == []
     state.close()
