@@ -110,46 +110,79 @@ def queued_pairs(
     members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray, n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Every ordered pair (a, b), a != b, of each clique's members (`members`
-    one clique after another, `sizes` their counts, `at_s` / `at_us` their
-    event times), as keys a·n + b sorted and distinct, with the number of
-    cliques holding each, the earliest of their times in s and the latest in µs."""
-    total = 0
-    for size in sizes:
-        total += size * (size - 1)
-    keys = np.empty(total, dtype=np.int64)
-    when_s = np.empty(total, dtype=np.float64)
-    when_us = np.empty(total, dtype=np.int64)
-    o = start = 0
+    one clique after another, distinct within it; `sizes` their counts,
+    `at_s` / `at_us` their event times), as keys a·n + b sorted and
+    distinct, with the number of cliques holding each, the earliest of
+    their times in s and the latest in µs.
+
+    Without sorting the pairs: each clique's entries are placed under
+    their first end (a counting sort by row), each row's second ends
+    gathered once with their count and times in scratch arrays indexed by
+    node, and only a row's distinct second ends sorted."""
+    row_ptr = np.zeros(n + 1, dtype=np.int64)
+    start = 0
     for c in range(len(sizes)):
         size = sizes[c]
         for x in range(start, start + size):
-            for y in range(start, start + size):
-                a, b = members[x], members[y]
-                if a != b:
-                    keys[o] = np.int64(a) * n + b
-                    when_s[o], when_us[o] = at_s[c], at_us[c]
-                    o += 1
+            row_ptr[members[x] + 1] += size - 1
         start += size
-    keys, when_s, when_us = keys[:o], when_s[:o], when_us[:o]
-    order = np.argsort(keys, kind="mergesort")
-    distinct = 0
-    for k in range(o):
-        if k == 0 or keys[order[k]] != keys[order[k - 1]]:
-            distinct += 1
-    pairs = np.empty(distinct, dtype=np.int64)
-    counts = np.zeros(distinct, dtype=np.int64)
-    earliest = np.full(distinct, np.inf)
-    latest = np.full(distinct, _INT64_MIN, dtype=np.int64)
-    d = -1
-    for k in range(o):
-        j = order[k]
-        if k == 0 or keys[j] != keys[order[k - 1]]:
+    for a in range(n):
+        row_ptr[a + 1] += row_ptr[a]
+    total = row_ptr[n]
+    other = np.empty(total, dtype=np.int64)
+    clique = np.empty(total, dtype=np.int64)
+    fill = row_ptr[:n].copy()
+    start = 0
+    for c in range(len(sizes)):
+        size = sizes[c]
+        for x in range(start, start + size):
+            a = members[x]
+            for y in range(start, start + size):
+                if y != x:
+                    other[fill[a]], clique[fill[a]] = members[y], c
+                    fill[a] += 1
+        start += size
+    pairs = np.empty(total, dtype=np.int64)
+    counts = np.zeros(total, dtype=np.int64)
+    earliest = np.empty(total, dtype=np.float64)
+    latest = np.empty(total, dtype=np.int64)
+    seen = np.full(n, -1, dtype=np.int64)  # node -> the row that gathered it last
+    count = np.zeros(n, dtype=np.int64)
+    first_s = np.empty(n, dtype=np.float64)
+    last_us = np.empty(n, dtype=np.int64)
+    d = 0
+    for a in range(n):
+        lo, hi = row_ptr[a], row_ptr[a + 1]
+        if lo == hi:
+            continue
+        distinct = 0
+        for e in range(lo, hi):
+            b, c = other[e], clique[e]
+            if seen[b] != a:
+                seen[b] = a
+                count[b], first_s[b], last_us[b] = 0, np.inf, _INT64_MIN
+                other[lo + distinct] = b  # the row's distinct ends, in place (e >= lo + distinct)
+                distinct += 1
+            count[b] += 1
+            first_s[b] = min(first_s[b], at_s[c])
+            last_us[b] = max(last_us[b], at_us[c])
+        ends = np.sort(other[lo:lo + distinct])
+        for b in ends:
+            pairs[d], counts[d], earliest[d], latest[d] = np.int64(a) * n + b, count[b], first_s[b], last_us[b]
             d += 1
-            pairs[d] = keys[j]
-        counts[d] += 1
-        earliest[d] = min(earliest[d], when_s[j])
-        latest[d] = max(latest[d], when_us[j])
-    return pairs, counts, earliest, latest
+    return pairs[:d], counts[:d], earliest[:d], latest[:d]
+
+
+@_compiled_on_first_call
+def sorted_within_rows(ptr: np.ndarray, keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """The positions of rows' entries (row r at [ptr[r], ptr[r + 1])), each
+    row's in the order of their `keys` (distinct within a row): one small
+    sort per row, where one sort of every entry by (row, key) sorts them all."""
+    order = np.empty(len(keys), dtype=np.int64)
+    for r in range(len(ptr) - 1):
+        lo, hi = ptr[r], ptr[r + 1]
+        order[lo:hi] = lo + np.argsort(keys[lo:hi])
+    return order
 
 
 # Decay models as the mentions kernel takes them (`processors.dynamics.DecayParams.model`).
@@ -363,6 +396,7 @@ def warm() -> None:
         np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),
         np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
     )
+    sorted_within_rows(np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64))
     spans = np.array([2], dtype=np.int64)  # row 0: entries 0 and 1
     gather_rows(spans, idx, cnt, last, np.zeros(1, dtype=np.int64))
     find_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))

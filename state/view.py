@@ -37,7 +37,7 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, pair_state
-from emgas.state import keys, links
+from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
@@ -180,13 +180,12 @@ class GraphView:
         if not len(neighbours):
             records.update({ids[i]: None for i in slots})
             return records
-        owner = np.repeat(np.arange(len(slots)), lengths)
-        order = np.lexsort((self._rank()[neighbours], owner))  # each row's entries in id order
+        order = kernels.sorted_within_rows(ptr, self._rank()[neighbours])  # each row's entries in id order
         values = np.empty((len(order), 2), dtype=">i8")
         values[:, 0] = counts[order]
         values[:, 1] = lasts[order]
         packed = values.tobytes()
-        names = [ids[j] for j in neighbours[order].tolist()]
+        names = np.array(ids, dtype=object)[neighbours[order]].tolist()
         start = 0
         for slot, n in zip(slots, lengths.tolist()):
             end = start + n

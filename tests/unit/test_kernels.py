@@ -118,5 +118,15 @@ def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_rows, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs):
+    for kernel in (kernels.merge_into_rows, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows):
         assert kernel.signatures, f"{kernel.__name__} compiled"
+
+
+@given(st.lists(st.lists(st.integers(0, 10**6), unique=True, max_size=12), max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_sorted_within_rows_orders_each_row_by_its_keys(rows):
+    ptr = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+    keys = np.array([k for row in rows for k in row], dtype=np.int64)
+    order = kernels.sorted_within_rows(ptr, keys)
+    expected = [lo + i for lo, row in zip(ptr.tolist(), rows) for i in sorted(range(len(row)), key=row.__getitem__)]
+    assert order.tolist() == expected
