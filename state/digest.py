@@ -16,6 +16,7 @@ the order and batching of writes, and of the machine.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 import itertools
 import json
 from typing import Any, Callable, Iterable, Iterator
@@ -24,7 +25,7 @@ from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.state import keys, links
 from emgas.state.repository import GraphRepository
-from emgas.state.rows import upper_pairs
+from emgas.state.rows import row_parts
 
 # (section name, key kind, value renderer); the order is part of the format.
 # Pairs are kept in rows (`state.rows`) and rendered one line per pair,
@@ -57,6 +58,18 @@ def pair_line(a: str, b: str, count: int, last: int) -> str:
     return f"[[{_json_str(a)},{_json_str(b)}],[{count:d},{last:d}]]"
 
 
+def pair_lines(rows: Iterable[tuple[str, bytes]]) -> Iterator[str]:
+    """`pair_line` of each edge of `rows` (concept id, row record; in concept
+    order) once, from its lower end: the lines of `upper_pairs`, a row at a time."""
+    escaped = _json_str
+    for cid, raw in rows:
+        ids, values = row_parts(raw)
+        k = bisect_right(ids, cid)
+        if k < len(ids):
+            head = f"[[{escaped(cid)},"
+            yield from [f"{head}{escaped(b)}],[{count},{last}]]" for b, (count, last) in zip(ids[k:], values[k:].tolist())]
+
+
 def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render | None) -> Iterator[str]:
     """One canonical line per record: `[key fields, value]` as canonical JSON
     (for pairs: `[[a, b], [count, last µs]]`, a < b, in (a, b) order)."""
@@ -66,9 +79,7 @@ def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: R
             yield f"[[{_json_str(cid)},{_json_str(turn_id)}],null]"
         return
     if render is None:
-        rows = ((key[len(prefix):].decode(), raw) for key, raw in repo.store.scan(prefix))
-        for a, b, count, last in upper_pairs(rows):
-            yield pair_line(a, b, count, last)
+        yield from pair_lines((key[len(prefix):].decode(), raw) for key, raw in repo.store.scan(prefix))
         return
     for key, raw in repo.store.scan(prefix):
         yield canonical_json([keys.split_tail(key, prefix), render(raw)])

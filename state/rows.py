@@ -19,7 +19,7 @@ int64, then the n neighbour ids in UTF-8, NUL-separated.
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -46,7 +46,7 @@ def encode_packed(n: int, values: bytes, ids: list[str]) -> bytes:
     return _N.pack(n) + values + "\x00".join(ids).encode()
 
 
-def _parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
+def row_parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
     """The neighbour ids of a row record and its (count, last µs) values, an
     n × 2 read-only array over the record (empty if absent)."""
     n = _N.unpack_from(raw)[0] if raw else 0
@@ -56,9 +56,15 @@ def _parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
     return raw[_N.size + 16 * n:].decode().split("\x00"), values
 
 
+def row_ids(raw: bytes) -> list[str]:
+    """The neighbour ids of a row record, in order."""
+    n = _N.unpack_from(raw)[0]
+    return raw[_N.size + 16 * n:].decode().split("\x00") if n else []
+
+
 def decode_row(raw: bytes | None) -> Row:
     """Neighbour id -> (count, last µs) of a row record (empty if absent)."""
-    ids, values = _parts(raw)
+    ids, values = row_parts(raw)
     return dict(zip(ids, map(tuple, values.tolist())))
 
 
@@ -67,7 +73,7 @@ class RowLookup:
     reads a few entries of rows that may hold thousands)."""
 
     def __init__(self, raw: bytes | None) -> None:
-        self._ids, self._values = _parts(raw)
+        self._ids, self._values = row_parts(raw)
 
     def get(self, other: str) -> tuple[int, int] | None:
         """(count, last µs) of the edge with `other`; None if there is none."""
@@ -86,11 +92,13 @@ def row_entries(raw: bytes) -> Iterator[tuple[str, int, int]]:
 
 def upper_pairs(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str, int, int]]:
     """Each edge once, (a, b, count, last µs) with a < b, in (a, b) order,
-    from rows taken in concept order: the order of the per-pair layout's keys."""
+    from rows taken in concept order: the order of the per-pair layout's keys
+    (a row's neighbours are sorted, so its upper ones are those past its own id)."""
     for cid, raw in rows:
-        for other, count, last in row_entries(raw):
-            if cid < other:
-                yield cid, other, count, last
+        ids, values = row_parts(raw)
+        k = bisect_right(ids, cid)
+        for other, (count, last) in zip(ids[k:], values[k:].tolist()):
+            yield cid, other, count, last
 
 
 def changed_row(cid: str, row: Row, changes: list) -> Row:

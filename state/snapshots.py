@@ -23,6 +23,7 @@ from its beginning or from a checkpoint, then gives the same graph.
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import json
 import struct
@@ -31,14 +32,14 @@ from dataclasses import dataclass, field
 
 import orjson
 from datetime import datetime
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
 from emgas.processors.graph import GraphRef
 from emgas.state import keys
-from emgas.state.rows import Row, encode_row, upper_pairs
+from emgas.state.rows import Row, encode_row, row_ids
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 
@@ -69,23 +70,33 @@ def as_links(records: Records) -> Records:
     record per link (`s`, as format 4 kept them) instead of in its passages
     and `u` records (`state.links`), in key order."""
     out: Records = []
-    passages: list[tuple[GraphRef, str, bytes]] = []
-    unlinked: dict[tuple[GraphRef, str], set[str]] = {}
-    for key, value in records:
-        passage, gone = _graph_key(key, b"t"), _graph_key(key, b"u")
-        if gone is not None:
-            unlinked.setdefault((gone[0], gone[1][0]), set()).add(gone[1][1])
+    for prefix, kinds in _by_version(records):
+        if prefix is None:
+            out += kinds[b""]
             continue
-        if passage is not None:
-            passages.append((passage[0], passage[1][0], value))
-        out.append((key, value))
-    if not passages:
-        return out
-    for ref, turn_id, value in passages:
-        lost = unlinked.get((ref, turn_id), set())
-        out += [(keys.concept_passage(ref, cid, turn_id), b"") for cid in _concepts(value) if cid not in lost]
-    out.sort(key=lambda record: record[0])
+        gone = kinds.pop(b"u", [])
+        passages = kinds.get(b"t")
+        if passages:
+            kinds[b"s"] = _links_of(prefix, passages, gone)
+        out += _in_key_order(kinds)
     return out
+
+
+def _links_of(prefix: bytes, passages: Records, unlinked: Records) -> Records:
+    """The link records of a version's passages but the `unlinked` ones, in key order."""
+    start = len(prefix) + 2
+    lost: dict[bytes, set[bytes]] = {}
+    for key, _ in unlinked:
+        turn_id, cid = key[start:].split(keys.SEP, 1)
+        lost.setdefault(turn_id, set()).add(cid)
+    links = []
+    for key, value in passages:
+        turn_id = key[start:]
+        gone = lost.get(turn_id, ())
+        links += [(cid, turn_id) for cid in (c.encode() for c in _concepts(value)) if cid not in gone]
+    links.sort()
+    head = prefix + b"s" + keys.SEP
+    return [(head + cid + keys.SEP + turn_id, b"") for cid, turn_id in links]
 
 
 def as_unlinks(records: Records) -> Records:
@@ -117,23 +128,64 @@ def _concepts(passage: bytes) -> list[str]:
 def as_pairs(records: Iterable[tuple[bytes, bytes]]) -> Records:
     """Records (in key order) with each graph version's rows given as its
     pairs, one record per pair (a < b), in key order: what snapshots carry,
-    whatever layout the store keeps them in."""
+    whatever layout the store keeps them in. A pair's value is the row's
+    entry as it is (`keys.encode_pair`'s bytes)."""
     out: Records = []
-    rows: dict[GraphRef, list[tuple[str, bytes]]] = {}  # version -> its rows
-    for key, value in records:
-        split = _graph_key(key, b"r")
-        if split is None:
-            out.append((key, value))
-        else:
-            ref, [cid] = split
-            rows.setdefault(ref, []).append((cid, value))
-    for ref, version_rows in rows.items():
-        out.extend(
-            (keys.pair(ref, a, b), keys.encode_pair(count, last)) for a, b, count, last in upper_pairs(version_rows)
-        )
-    if rows:
-        out.sort(key=lambda record: record[0])
+    for prefix, kinds in _by_version(records):
+        if prefix is None:
+            out += kinds[b""]
+            continue
+        rows = kinds.pop(b"r", None)
+        if rows:
+            kinds[b"p"] = _pairs_of(prefix, rows)
+        out += _in_key_order(kinds)
     return out
+
+
+def _pairs_of(prefix: bytes, rows: Records) -> Records:
+    """The pair records of a version's rows (its key `prefix`), in key order:
+    each row's entries past its own id (sorted), under their lower end."""
+    pairs: Records = []
+    start = len(prefix) + 2  # past the kind and its separator
+    head = prefix + b"p" + keys.SEP
+    for key, raw in rows:
+        cid = key[start:]
+        ids = row_ids(raw)
+        k = bisect.bisect_right(ids, cid.decode())
+        lower = head + cid + keys.SEP
+        base = 4 + 16 * k  # `state.rows`: n, then 16 bytes per entry
+        pairs += [(lower + other.encode(), raw[base + 16 * i:base + 16 * i + 16]) for i, other in enumerate(ids[k:])]
+    return pairs
+
+
+def _by_version(records: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes | None, dict[bytes, Records]]]:
+    """Records in key order, a graph version's together (its key prefix,
+    and its records by kind: the byte after the prefix, each kind's in key
+    order); a record of no graph version alone (prefix None, kind b"")."""
+    prefix: bytes | None = None
+    kinds: dict[bytes, Records] = {}
+    for key, value in records:
+        if key.startswith(b"g" + keys.SEP):
+            fields = key.split(keys.SEP, 3)
+            if len(fields) == 4:
+                own = key[:len(key) - len(fields[3])]
+                if own != prefix:
+                    if prefix is not None:
+                        yield prefix, kinds
+                    prefix, kinds = own, {}
+                kinds.setdefault(fields[3][:1], []).append((key, value))
+                continue
+        if prefix is not None:
+            yield prefix, kinds
+            prefix, kinds = None, {}
+        yield None, {b"": [(key, value)]}
+    if prefix is not None:
+        yield prefix, kinds
+
+
+def _in_key_order(kinds: dict[bytes, Records]) -> Records:
+    """A version's records, its kinds in key order."""
+    return [record for kind in sorted(kinds) for record in kinds[kind]]
 
 
 def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
