@@ -57,3 +57,26 @@ async def test_the_table_manager_sleeps_at_start_only_when_a_table_is_declared(m
     manager._recovery = _Recovery()
     await manager.on_start()
     assert slept == sleeps and manager._recovery.started
+
+
+def test_the_worker_logs_at_its_level_without_a_spinner_raising_the_root_to_debug():
+    """Faust's start-up spinner set the root logger to DEBUG at --loglevel
+    WARNING (so every library's debug line made a record); the worker has none."""
+    import logging
+
+    import faust
+
+    from emgas.streams.runtime.patches import HandingOverWorker
+
+    async def hand_over() -> None: ...
+
+    worker = HandingOverWorker(faust.App("spinner-test"), loglevel="WARNING", quiet=True, hand_over=hand_over)
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        worker.on_setup_root_logger(root, logging.WARNING)
+        assert worker.spinner is None
+        assert not logging.getLogger("aiokafka.producer.producer").isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
