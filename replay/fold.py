@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import GraphEvent
+from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.replay.reader import LogRecord
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.transaction import COMMIT_EVERY
@@ -34,7 +33,7 @@ class Selection:
     as_of: datetime | None = None
     to_offset: int | None = None
 
-    def wants(self, event: GraphEvent) -> bool:
+    def wants(self, event: FoldEvent) -> bool:
         if self.graph_id is not None and getattr(event, "graph_id", None) != self.graph_id:
             return False  # another graph's, or the log's own records (identity, checkpoints)
         return self.as_of is None or event.timestamp <= self.as_of
@@ -92,11 +91,11 @@ def fold_records(
     fetched batch at a time commits at the end of the partition, not after
     every batch (a commit rewrites every row changed since the last one).
     """
-    batch: list[tuple[GraphEvent, LogRecord]] = []
+    batch: list[tuple[FoldEvent, LogRecord]] = []
     for record in records:
         counts.read += 1
         try:
-            event = decode_graph_event(record.value)
+            event = decode_for_fold(record.value)
         except DecodeError:
             counts.undecodable += 1
             continue
@@ -113,7 +112,7 @@ def fold_records(
         state.commit()
 
 
-def apply_batch(state: PartitionState, batch: list[tuple[GraphEvent, LogRecord]], counts: FoldCounts) -> None:
+def apply_batch(state: PartitionState, batch: list[tuple[FoldEvent, LogRecord]], counts: FoldCounts) -> None:
     """Apply decoded records at once, counting their outcomes and naming each rejection."""
     if not batch:
         return

@@ -36,6 +36,7 @@ import numpy as np
 
 from emgas.processors.dynamics import EPOCH
 from emgas.processors.events import Concept
+from emgas.processors.fold_codec import ConceptRow
 from emgas.processors.graph import GraphMeta, GraphParams, Mentions
 from emgas.state import kernels
 from emgas.state.concept_columns import NONE_US, ConceptColumns
@@ -87,7 +88,7 @@ class MentionColumns:
         """A tick that lists nothing, inside the run: the mentions after it read `meta`."""
         self._metas.append(meta)
 
-    def turn(self, concepts: Sequence[Concept], at: datetime) -> None:
+    def turn(self, concepts: Sequence[Concept] | Sequence[ConceptRow], at: datetime) -> None:
         """A turn's mentions, at event time `at`, in its order."""
         slots, slot = self._slots, self._slot
         for concept in concepts:

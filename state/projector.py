@@ -46,6 +46,7 @@ from emgas.processors.events import (
     LOG_EVENTS, Checkpoint, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
     SnapshotStarted, TurnIngested,
 )
+from emgas.processors.fold_codec import FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
@@ -123,7 +124,7 @@ class PartitionState:
         """The view of `graph_id` at `version` (default: the active one)."""
         return self.views.get(self.ref(graph_id, version))
 
-    def ref_of(self, event: ContentEvent | SnapshotStarted | Snapshot) -> GraphRef:
+    def ref_of(self, event: ContentEvent | TurnRow | SnapshotStarted | Snapshot) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
         if isinstance(event, GraphVersionSwitched):
             return GraphRef(event.graph_id, event.version)
@@ -144,7 +145,7 @@ class PartitionState:
             return self._log_event(event, offset)
         return self._graph_event(event, offset, refolds, raw)
 
-    def apply_batch(self, batch: Sequence[tuple[GraphEvent, int, bytes | None]]) -> list[Outcome]:
+    def apply_batch(self, batch: Sequence[tuple[FoldEvent, int, bytes | None]]) -> list[Outcome]:
         """Apply (event, log offset, its bytes as read) of one partition, in log
         order: the same outcomes and state as `apply` of each in turn.
 
@@ -171,7 +172,7 @@ class PartitionState:
         return cast(list[Outcome], outcomes)
 
     def _apply_graphs(
-        self, batch: Sequence[tuple[GraphEvent, int, bytes | None]], graphs: dict[str, list[int]],
+        self, batch: Sequence[tuple[FoldEvent, int, bytes | None]], graphs: dict[str, list[int]],
         outcomes: list[Outcome | None],
     ) -> None:
         """Each graph's events (positions in `batch`), in log order: runs of turns at once."""
@@ -182,7 +183,7 @@ class PartitionState:
                     run.append(k)
                     continue
                 if run:
-                    events = [cast(tuple[TurnIngested | Decay, int, bytes | None], batch[j]) for j in run]
+                    events = [cast(tuple[TurnIngested | TurnRow | Decay, int, bytes | None], batch[j]) for j in run]
                     for j, outcome in zip(run, self._apply_run(events)):
                         outcomes[j] = outcome
                     run = []
@@ -190,7 +191,7 @@ class PartitionState:
                     event, offset, raw = batch[k]
                     outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
 
-    def _apply_run(self, run: Sequence[tuple[TurnIngested | Decay, int, bytes | None]]) -> list[Outcome]:
+    def _apply_run(self, run: Sequence[tuple[TurnIngested | TurnRow | Decay, int, bytes | None]]) -> list[Outcome]:
         """A run of one graph (`turn_run.joins_run`), past the offset guard:
         each version's events folded at once."""
         outcomes: list[Outcome | None] = [None] * len(run)
@@ -201,13 +202,13 @@ class PartitionState:
                 outcomes[k] = Outcome.ALREADY_APPLIED  # in the snapshot its graph was restored from
                 continue
             if self.ledger.recording(event.graph_id):
-                self.ledger.record(event.graph_id, offset, raw or encode(event))
+                self.ledger.record(event.graph_id, offset, event_bytes(event, raw))
             version = event.graph_version
             if version is None:
                 version = active = active or self.repo.active_version(event.graph_id)
             groups.setdefault(GraphRef(event.graph_id, version), []).append(k)
         for ref, members in groups.items():
-            events = [(run[k][0], run[k][1], run[k][2] or encode(run[k][0])) for k in members]
+            events = [(run[k][0], run[k][1], event_bytes(run[k][0], run[k][2])) for k in members]
             for k, outcome in zip(members, self._fold_run(ref, events)):
                 outcomes[k] = outcome
         return cast(list[Outcome], outcomes)
@@ -226,7 +227,7 @@ class PartitionState:
             except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
                 if new:
                     del self.views[ref]
-                return [self._content_event(event, offset, None, raw) for event, offset, raw in run]
+                return [self._content_event(_model(event, raw), offset, None, raw) for event, offset, raw in run]
             turn_run.stage_run(self.repo, ref, folded)
             view.add_turns(folded)
         return [Outcome.APPLIED if outcome is None else outcome for outcome in outcomes]
@@ -236,7 +237,7 @@ class PartitionState:
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED  # in the snapshot this graph was restored from
         if self.ledger.recording(event.graph_id):
-            self.ledger.record(event.graph_id, offset, raw or encode(event))
+            self.ledger.record(event.graph_id, offset, event_bytes(event, raw))
         return self._content_event(event, offset, refolds, raw)
 
     def _content_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
@@ -421,8 +422,8 @@ class PartitionState:
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         kept = []
         for entry in self.repo.journal(ref, after):
-            event = decode_graph_event(entry.event)
-            if not (isinstance(event, TurnIngested) and event.turn_id in forgotten):
+            event = decode_for_fold(entry.event)
+            if not (is_turn(event) and event.turn_id in forgotten):
                 kept.append((event, entry.offset, entry.event))
         scratch.apply_batch(kept)
         if ref not in scratch.views:
@@ -445,6 +446,11 @@ class PartitionState:
         """Commit what was applied (a clean stop) and close the store."""
         self.commit()
         self.txn.close()
+
+
+def _model(event: TurnIngested | TurnRow | Decay, raw: bytes) -> TurnIngested | Decay:
+    """A run's event as its rule takes it (a turn decoded for the fold becomes its model)."""
+    return cast(TurnIngested, decode_graph_event(raw)) if type(event) is TurnRow else event  # type: ignore[return-value]
 
 
 class _ViewRows:

@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from emgas.processors.dynamics import window_start
-from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, PrunedConcept, TurnIngested
+from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, PrunedConcept
+from emgas.processors.fold_codec import FoldEvent, is_turn
 from emgas.processors.graph import ConceptState, GraphParams, GraphRef
 from emgas.processors.pruning import expired_concepts, expired_edges, isolated_by, outlived_its_edges
 from emgas.processors.topics import topics_of
@@ -41,10 +42,10 @@ class Scheduler:
         self._consolidated: dict[GraphRef, datetime] = {}
         self._last_turn_wall: dict[GraphRef, datetime] = {}
 
-    def applied(self, event: GraphEvent, ref: GraphRef, wall: datetime) -> None:
+    def applied(self, event: FoldEvent, ref: GraphRef, wall: datetime) -> None:
         """Note an applied event (turns restart a graph's idle time; after a
         forget, what was emitted for the graph's versions no longer counts)."""
-        if isinstance(event, TurnIngested):
+        if is_turn(event):
             self._last_turn_wall[ref] = wall
         elif isinstance(event, Forget):
             for memory in (self._ticked, self._consolidated, self._last_turn_wall):

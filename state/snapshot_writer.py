@@ -24,6 +24,7 @@ from datetime import datetime
 
 from emgas.processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
 from emgas.processors.events.log import SnapshotReason
+from emgas.processors.fold_codec import FoldEvent
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
@@ -53,7 +54,7 @@ class SnapshotWriter:
         # the one as of their offsets.
         self.to_serve: list[tuple[SnapshotStarted, int]] = []
 
-    def after(self, state: PartitionState, event: GraphEvent, offset: int, outcome: Outcome, size: int, wall: datetime) -> list[GraphEvent]:
+    def after(self, state: PartitionState, event: FoldEvent, offset: int, outcome: Outcome, size: int, wall: datetime) -> list[GraphEvent]:
         """The events to append after `event` was applied at `offset` with `outcome`."""
         if outcome is Outcome.SNAPSHOT_STARTED:
             assert isinstance(event, SnapshotStarted)

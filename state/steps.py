@@ -29,9 +29,10 @@ from emgas.processors.errors import QueryError
 from emgas.processors.codec import encode
 from emgas.processors.events import (
     LOG_EVENTS, ActivationQuery, ContentEvent, DigestQuery, DigestReply, ErrorReply, GraphEvent, GraphVersionSwitched,
-    PassageQuery, Reply, SnapshotStarted, StatsQuery, TurnIngested,
+    PassageQuery, Reply, SnapshotStarted, StatsQuery,
 )
 from emgas.processors.extract import ExtractionParams
+from emgas.processors.fold_codec import FoldEvent, TurnRow, event_bytes, is_turn
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
@@ -87,7 +88,7 @@ class PartitionWorker:
         return outcome, self.scheduler.due(self.state, ref) + snapshots
 
     def on_graph_events(
-        self, batch: list[tuple[GraphEvent, int, bytes | None]], wall: datetime
+        self, batch: list[tuple[FoldEvent, int, bytes | None]], wall: datetime
     ) -> tuple[list[Outcome], list[GraphEvent]]:
         """`on_graph_event` of each (event, offset, bytes) in turn, folded as
         one batch (`PartitionState.apply_batch`): the outcomes, and the events
@@ -99,7 +100,7 @@ class PartitionWorker:
         refs: dict[tuple[str, int | None], GraphRef] = {}
         before: dict[GraphRef, datetime | None] = {}  # each graph's clock before the batch
         for event, _, _ in batch:
-            if isinstance(event, TurnIngested):
+            if is_turn(event):
                 ref = self._ref(event, refs)
                 if ref not in before:
                     before[ref] = self.state.repo.meta(ref).clock
@@ -107,13 +108,13 @@ class PartitionWorker:
         due: list[GraphEvent] = []
         times: dict[GraphRef, list[datetime]] = {}
         for (event, offset, raw), outcome in zip(batch, outcomes):
-            size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
+            size = len(raw) if raw is not None else (len(event_bytes(event, raw)) if self.snapshots.policy else 0)
             due += self.snapshots.after(self.state, event, offset, outcome, size, wall)
             if isinstance(event, LOG_EVENTS):
                 continue
             ref = self._ref(event, refs)
             self.scheduler.applied(event, ref, wall)
-            if isinstance(event, TurnIngested) and outcome is Outcome.APPLIED:
+            if is_turn(event) and outcome is Outcome.APPLIED:
                 times.setdefault(ref, []).append(event.timestamp)
         for ref in dict.fromkeys(refs.values()):
             for clock in self.scheduler.windows_entered(before.get(ref), times.get(ref, [])):
@@ -121,7 +122,7 @@ class PartitionWorker:
             due += self.scheduler.due(self.state, ref)
         return outcomes, due
 
-    def _ref(self, event: ContentEvent, refs: dict[tuple[str, int | None], GraphRef]) -> GraphRef:
+    def _ref(self, event: ContentEvent | TurnRow, refs: dict[tuple[str, int | None], GraphRef]) -> GraphRef:
         """The graph version `event` applies to, looked up once per batch."""
         version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
         ref = refs.get((event.graph_id, version))

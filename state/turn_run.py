@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from emgas.processors.events import Decay, TurnIngested
+from emgas.processors.fold_codec import TurnRow, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.state import keys
 from emgas.state.mention_columns import FoldedMentions, MentionColumns
@@ -50,13 +51,13 @@ if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotation
     from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
-RunEvent = tuple[TurnIngested | Decay, int, bytes]
+RunEvent = tuple[TurnIngested | TurnRow | Decay, int, bytes]
 
 
 def joins_run(event: object) -> bool:
     """Whether `event` can be folded inside a run of turns: a turn, or a
     decay tick that lists nothing (its only write is the meta's last tick)."""
-    if type(event) is TurnIngested:
+    if is_turn(event):
         return True
     return isinstance(event, Decay) and not event.concepts and not event.edges
 
@@ -67,7 +68,7 @@ class FoldedRun:
     (the others were duplicates or forgotten), their passages, the concepts
     as the run leaves them, the meta after it."""
 
-    applied: list[tuple[TurnIngested, int, bytes]]
+    applied: list[tuple[TurnIngested | TurnRow, int, bytes]]
     ticks: list[tuple[Decay, int, bytes]]
     passages: list[PendingPassage]
     mentions: FoldedMentions  # the concepts it mentions, as it leaves them
@@ -81,7 +82,7 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
     (FORGOTTEN_TURN). A tick: of a version not known (`known`: before the
     run; a turn applied makes it so) (UNKNOWN_GRAPH), not later than the
     last tick (DUPLICATE_TICK)."""
-    turns = [event for event, _, _ in run if type(event) is TurnIngested]
+    turns = [event for event, _, _ in run if is_turn(event)]
     stored = repo.store.multi_get(
         [key for event in turns for key in (keys.passage(ref, event.turn_id), keys.forgotten_turn(ref, event.turn_id))]
     )
@@ -91,7 +92,7 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
     outcomes: list[Outcome | None] = []
     k = 0
     for event, _, _ in run:
-        if type(event) is TurnIngested:
+        if is_turn(event):
             if stored[2 * k] is not None or stored[2 * k + 1] is not None:
                 outcomes.append(Outcome.DUPLICATE_TURN)
             elif tombstones[k] is not None:
@@ -128,7 +129,7 @@ def fold_run(
     mentions = MentionColumns(view.columns, view.index, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages: list[PendingPassage] = []
-    applied_turns: list[tuple[TurnIngested, int, bytes]] = []
+    applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
     ticks: list[tuple[Decay, int, bytes]] = []
     for event, offset, raw in applied:
         at = event.timestamp

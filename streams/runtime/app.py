@@ -38,10 +38,11 @@ import faust
 from faust.exceptions import NotReady
 from faust.types import TP
 
-from emgas.processors.codec import decode_graph_event, decode_turn, encode
+from emgas.processors.codec import decode_turn, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
 from emgas.processors.extract import ingest_all
+from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
@@ -191,11 +192,11 @@ class Agents:
         settings = self.settings
         async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
             checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading)
-            pending: dict[int, list[tuple[GraphEvent, int, bytes]]] = {}  # per partition, in log order
+            pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
             for event in events:
                 message = event.message
                 try:
-                    graph_event = guarded(decode_graph_event, message.value)
+                    graph_event = guarded(decode_for_fold, message.value)
                 except DecodeError as err:
                     await self.output.to_dlq(message, err)
                     continue
@@ -208,7 +209,7 @@ class Agents:
                 await self.apply_batch(partition, batch, checkpoint)
             await checkpoint.commit()
 
-    async def apply_batch(self, partition: int, batch: list[tuple[GraphEvent, int, bytes]], checkpoint: Checkpoint) -> None:
+    async def apply_batch(self, partition: int, batch: list[tuple[FoldEvent, int, bytes]], checkpoint: Checkpoint) -> None:
         """Fold a partition's events in slices of `APPLY_SLICE`, letting the
         event loop answer queries between them (a query waits for one slice,
         not for the whole batch)."""

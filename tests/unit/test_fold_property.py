@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.dynamics import DAY_S, DecayParams
+from emgas.processors.codec import encode
+from emgas.processors.fold_codec import decode_for_fold
 from emgas.state import mention_columns
 from emgas.processors.events import Boost, Forget, GraphEvent, Retrieved
 from emgas.processors.graph import GraphParams, GraphRef
@@ -121,12 +123,15 @@ def test_commits_and_crashes_anywhere_give_the_reference_fold(turns, boosts, for
     assert all(ref in (GraphRef("g", 1), GraphRef("h", 1)) for ref in state.repo.graph_refs())
 
 
-def folded_in_batches(events: list[GraphEvent], cuts: set[int], crashes: set[int], evictions: frozenset) -> PartitionState:
+def folded_in_batches(
+    events: list[GraphEvent], cuts: set[int], crashes: set[int], evictions: frozenset, read: bool = False,
+) -> PartitionState:
     """`events` applied with `apply_batch`, cut into batches before the offsets
     in `cuts`, each batch committed; before a batch starting at an offset in
     `crashes` (once), the state is reopened from its store after a batch
     applied but not committed (its events are delivered again); after a batch
-    ending at an offset in `evictions`, every in-memory graph is dropped."""
+    ending at an offset in `evictions`, every in-memory graph is dropped.
+    `read`: each event as a reader hands it over (its bytes, decoded for the fold)."""
     store = MemoryStore()
     state = PartitionState(store, PARAMS)
     bounds = sorted({0, len(events)} | {c for c in cuts if 0 < c < len(events)})
@@ -134,7 +139,10 @@ def folded_in_batches(events: list[GraphEvent], cuts: set[int], crashes: set[int
     k = 0
     while k < len(bounds) - 1:
         start, end = bounds[k], bounds[k + 1]
-        state.apply_batch([(event, offset, None) for offset, event in enumerate(events[start:end], start)])
+        state.apply_batch([
+            (decode_for_fold(encode(event)), offset, encode(event)) if read else (event, offset, None)
+            for offset, event in enumerate(events[start:end], start)
+        ])
         if start in crashes and start not in crashed:
             crashed.add(start)
             state.txn.rollback()
@@ -170,13 +178,20 @@ def test_runs_folded_by_mentions_give_the_event_by_event_fold(turns, boosts, for
         mention_columns.columns_apply = saved
 
 
-def check_batches(turns, boosts, forget, data) -> None:
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*RUN)
+def test_batches_of_events_decoded_for_the_fold_give_the_event_by_event_fold(turns, boosts, forget, data):
+    """The same, each event read from its bytes as replay and the workers read it (turns as `TurnRow`s)."""
+    check_batches(turns, boosts, forget, data, read=True)
+
+
+def check_batches(turns, boosts, forget, data, read: bool = False) -> None:
     events = stream(turns, boosts, forget)
     offsets = st.sets(st.integers(0, len(events) - 1), max_size=8)
     cuts, crashes = data.draw(offsets, "cuts"), data.draw(offsets, "crashes")
     evictions = frozenset(data.draw(offsets, "evictions"))
     reference = folded(events, set(), set())
-    state = folded_in_batches(events, cuts, crashes, evictions)
+    state = folded_in_batches(events, cuts, crashes, evictions, read)
     assert partition_digests(state.repo) == partition_digests(reference.repo)
     assert state.views.keys() == reference.views.keys()
     in_memory_equals_stored(state)

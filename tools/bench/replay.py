@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from emgas.processors.codec import decode_graph_event
+from emgas.processors.fold_codec import decode_for_fold
 from emgas.processors.errors import DecodeError
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
@@ -18,8 +18,9 @@ from emgas.tools.figures import figure
 
 async def _log_read(settings: Settings) -> tuple[int, float]:
     """Every record of every partition of the graph-events topic, from its
-    start to its end, read and decoded without folding: (records, seconds),
-    timed as `replay.rebuild.rebuild` times a replay."""
+    start to its end, read and decoded as a replay decodes it
+    (`decode_for_fold`) without folding: (records, seconds), timed as
+    `replay.rebuild.rebuild` times a replay."""
     topic = settings.graph_events_topic
     async with log_reader(settings) as reader:
         bounds = await reader.bounds(topic, await reader.partitions(topic))
@@ -29,7 +30,7 @@ async def _log_read(settings: Settings) -> tuple[int, float]:
             async for batch in reader.read(topic, partition, start, end):
                 for record in batch:
                     try:
-                        decode_graph_event(record.value)
+                        decode_for_fold(record.value)
                     except DecodeError:
                         pass  # counted as read, as a replay counts it
                 records += len(batch)
