@@ -51,8 +51,13 @@ def _raw(value: Pending) -> bytes | None:
     return value.model_dump_json().encode()
 
 
+# The keys deferred writes may stage (`keys.graph_prefix`: a graph version's records).
+DEFERRED_PREFIX = b"g\x00"
+
+
 class Deferred(Protocol):
-    """Writes kept aside until the transaction needs them."""
+    """Writes kept aside until the transaction needs them: records of graph
+    versions (keys under DEFERRED_PREFIX) only."""
 
     def settle(self) -> None:
         """Stage every change kept aside as pending writes."""
@@ -138,7 +143,8 @@ class Transaction(PartitionStore):
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
-        self.settle()
+        if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
+            self.settle()  # what is kept aside is graph content (`g` keys): only a scan that can meet it waits for it
         return self._merged(prefix, prefix if start is None else max(prefix, start))
 
     def _merged(self, prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:

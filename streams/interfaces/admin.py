@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 from emgas.processors.codec import decode_turn
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply, StatsReply
+from emgas.processors import extract
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
@@ -66,8 +67,8 @@ async def replay(
     `state_dir` (see `replay.run.rebuild_dir`); with `verify`, up to the
     offsets the live state reflects, and compare digests."""
     topic = settings.graph_events_topic
-    # The fold's compiled loops load (or compile) while the log's first records are read, not in the first fold.
-    threading.Thread(target=kernels.warm, name="emgas-warm-kernels", daemon=True).start()
+    # The fold's compiled loops and the lemmatiser load while the log's first records are read, not in the first fold.
+    threading.Thread(target=_warm, name="emgas-warm-kernels", daemon=True).start()
     async with log_reader(settings) as reader:
         live: list[DigestReply] = await live_digests(settings, graph_id, await _largest(reader, topic)) if verify else []
         stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
@@ -79,6 +80,11 @@ async def replay(
     if verify:
         result.differences = differences([d for r in live for d in r.graphs], result.digests)
     return result
+
+
+def _warm() -> None:
+    kernels.warm()
+    extract.warm()
 
 
 async def _largest(reader: LogReader, topic: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 
+from emgas.processors import extract
 from emgas.processors.extract import extractor_id
 from emgas.state import kernels
 from emgas.state.retrieval import warm_up
@@ -112,6 +113,7 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     # not in a first fold or on a first query (`Warming`).
     def warm() -> None:
         kernels.warm()
+        extract.warm()
         warm_up(settings.activation, settings.word_vectors_cache)
 
     warming = Warming(warm)

@@ -3,6 +3,7 @@ and a crash between commits loses nothing and applies nothing twice."""
 
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,31 @@ def test_a_read_copy_reads_what_was_pending_when_it_was_made_and_nothing_staged_
     assert list(copy.scan(b"")) == [(b"b", b"2"), (b"c", b"3")]
     assert copy.multi_get([b"a", b"c", b"d"]) == [None, b"3", None]
     assert list(txn.scan(b"")) == [(b"b", b"2"), (b"c", b"4"), (b"d", b"5")]
+
+
+class CountingDeferred:
+    """A deferred writer that stages one graph record when settled."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self.txn, self.settled = txn, 0
+
+    def settle(self) -> None:
+        self.settled += 1
+        self.txn.put(b"g\x00g\x001\x00r\x00a", b"row")
+
+    def settle_concepts(self, ref, ids) -> None: ...
+
+    def drop(self) -> None: ...
+
+
+@pytest.mark.parametrize(("prefix", "settles"), [
+    (b"g\x00", True), (b"g\x00g\x001\x00", True), (b"", True), (b"g", True),
+    (b"d\x00", False), (b"u\x00g\x00", False), (b"x\x00g", False),
+])
+def test_only_a_scan_that_can_meet_graph_records_settles_what_was_kept_aside(prefix, settles):
+    txn = Transaction(MemoryStore())
+    deferred = CountingDeferred(txn)
+    txn.defer(deferred)
+    found = list(txn.scan(prefix))
+    assert deferred.settled == int(settles)
+    assert ((b"g\x00g\x001\x00r\x00a", b"row") in found) == settles
