@@ -38,8 +38,9 @@ class Slice:
     Only what the event names is loaded: `concepts` and `pairs` hold the
     records found (absent: none stored; a turn needs no pairs: its
     `CoOccur` write counts them where they are kept); `neighbours`, `sources` (concept ->
-    turn ids of its passages), `passages` and `links` (the (concept, turn)
-    links that exist) cover the concepts a tick lists; `present`: the
+    turn ids of its passages), `passages` (turn id -> the concepts its
+    passage names) and `links` (the (concept, turn) links that exist) cover
+    the concepts a tick lists; `present`: the
     concepts of the graph among those a consolidation names, `topic_ids`
     the version's topics before it; `isolated_edges` the edges (neighbour ->
     pair) of each concept a tick lists as isolated (and `concepts` its
@@ -54,7 +55,7 @@ class Slice:
     pairs: Mapping[Edge, PairState] = field(default_factory=dict)
     neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    passages: Mapping[str, Passage] = field(default_factory=dict)
+    passages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     links: frozenset[tuple[str, str]] = frozenset()
     present: frozenset[str] = frozenset()
     isolated_edges: Mapping[str, Mapping[str, PairState]] = field(default_factory=dict)
@@ -151,7 +152,7 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
         turn_id
         for turn_id in touched
         if turn_id in s.passages
-        and not any((c, turn_id) in s.links for c in s.passages[turn_id].concept_ids if c not in gone)
+        and not any((c, turn_id) in s.links for c in s.passages[turn_id] if c not in gone)
     )
     return (
         PutMeta(s.meta.model_copy(update={"decayed_to": at, "decay": decay})),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import orjson
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -238,13 +240,29 @@ class GraphRepository:
             found[cid] = {o: pair_state(e[0], from_us(e[1])) for o, e in entries.items() if e is not None}
         return found
 
-    def links(self, ref: GraphRef, candidates: list[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    def links(
+        self, ref: GraphRef, candidates: list[tuple[str, str]], named: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> frozenset[tuple[str, str]]:
         """Those of the (concept, turn) links that exist: the turn's passage
-        is held, its turn mentioned the concept, and no tick unlinked it."""
-        passages = self.passages(ref, sorted({t for _, t in candidates}))
-        mentioned = [(c, t) for c, t in candidates if t in passages and c in passages[t].concept_ids]
+        is held, its turn mentioned the concept, and no tick unlinked it.
+        `named`: the concepts the passages of those turns name, when read already."""
+        if named is None:
+            named = self.passage_concepts(ref, sorted({t for _, t in candidates}))
+        mentioned = [(c, t) for c, t in candidates if t in named and c in named[t]]
         unlinked = self.store.multi_get([keys.unlinked(ref, t, c) for c, t in mentioned])
         return frozenset(link for link, raw in zip(mentioned, unlinked) if raw is None)
+
+    def passage_concepts(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, tuple[str, ...]]:
+        """The concepts each held passage of `turn_ids` names (its `concept_ids`),
+        read without making the passages models."""
+        lookup = getattr(self.store, "lookup", self.store.multi_get)  # a transaction's pending values as they are
+        found = {}
+        for turn_id, value in zip(turn_ids, lookup([keys.passage(ref, t) for t in turn_ids])):
+            if isinstance(value, bytes):
+                found[turn_id] = tuple(orjson.loads(value)["concept_ids"])
+            elif value is not None:
+                found[turn_id] = value.concept_ids  # a passage staged as a model or as its fields
+        return found
 
     def passages(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, Passage]:
         found = self.store.get_models([keys.passage(ref, t) for t in turn_ids], Passage)

@@ -166,15 +166,15 @@ def _decay_slice(state: FoldState, event: Decay, ref: GraphRef, meta: GraphMeta,
     listed = sorted({c.id for c in event.concepts})
     neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
     sources = {cid: tuple(view.passage_ids[view.index[cid]]) for cid in listed if cid in view.index}
-    passages = repo.passages(ref, sorted({t for turns in sources.values() for t in turns}))
-    candidates = [(c, t) for t, passage in passages.items() for c in passage.concept_ids]
+    passages = repo.passage_concepts(ref, sorted({t for turns in sources.values() for t in turns}))
+    candidates = [(c, t) for t, named in passages.items() for c in named]
     isolated = [c.id for c in event.concepts if c.reason == "isolated"]
     return Slice(
         ref=ref, meta=meta,
         concepts=repo.concepts(ref, [c.id for c in event.concepts]),
         pairs=view.pairs((e.a, e.b) for e in event.edges),
         neighbours=neighbours,
-        sources=sources, passages=passages, links=repo.links(ref, candidates),
+        sources=sources, passages=passages, links=repo.links(ref, candidates, passages),
         isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),
     )
 

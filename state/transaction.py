@@ -104,7 +104,7 @@ class Transaction(PartitionStore):
             return _raw(self._pending[key])
         return self.store.get(key)
 
-    def _lookup(self, keys: Sequence[bytes]) -> list[Pending]:
+    def lookup(self, keys: Sequence[bytes]) -> list[Pending]:
         """Each key's pending value, else the store's (one multi-get for those)."""
         pending = self._pending
         missing = [k for k in keys if k not in pending]
@@ -112,7 +112,7 @@ class Transaction(PartitionStore):
         return [pending[k] if k in pending else found[k] for k in keys]
 
     def multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        return [_raw(value) for value in self._lookup(keys)]
+        return [_raw(value) for value in self.lookup(keys)]
 
     def get_models(self, keys: Sequence[bytes], model: type[M]) -> list[M | None]:
         """The records at `keys` as `model`s (None where absent), parsing only
@@ -126,7 +126,7 @@ class Transaction(PartitionStore):
         return [
             value if value is None or isinstance(value, (BaseModel, LazyRecord))  # type: ignore[misc]
             else model.model_validate_json(value)
-            for value in self._lookup(keys)
+            for value in self.lookup(keys)
         ]
 
     def read_copy(self) -> Transaction:

@@ -13,7 +13,7 @@ from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
     RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, of_type,
 )
-from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, Passage, on_grid
+from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, on_grid
 from emgas.processors.pruning import PairState
 from tests.support.factories import T0, ingested
 
@@ -32,8 +32,8 @@ def concept(cid: str, activation: float, count: int = 1, created=T0, **more) -> 
     )
 
 
-def passage(turn_id: str, *concept_ids: str) -> Passage:
-    return Passage(turn_id=turn_id, speaker="u", text=" ".join(concept_ids), timestamp=T0, concept_ids=concept_ids)
+def passage(turn_id: str, *concept_ids: str) -> tuple[str, ...]:
+    return concept_ids  # what a tick reads of a passage: the concepts it names
 
 
 def tick(days: float, concepts=(), edges=()) -> Decay:
