@@ -17,15 +17,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from importlib.metadata import version as _version
 
 import simplemma
-import yake
 from pydantic import BaseModel, ConfigDict, Field
 
 from emgas.processors import chinese
 from emgas.processors.events import Concept, Turn, TurnIngested
+
+if TYPE_CHECKING:
+    import yake
 
 _TOKEN = re.compile(r"\w+(?:['’\-]\w+)*")
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -92,8 +94,10 @@ def normalise(phrase: str, language: str) -> str:
 
 def warm() -> None:
     """Load the English lemmatiser's dictionary (about 0.3 s, once per
-    process), so the first passage a fold places does not."""
+    process) and YAKE's stopwords (its import: 0.16 s), so the first passage
+    a fold places and the first turn or query extracted do not."""
     simplemma.lemmatize("warming", lang="en")
+    _yake("en", 1, 1)
 
 
 @lru_cache(maxsize=4096)
@@ -198,6 +202,8 @@ def content_words(text: str, language: str = "en") -> list[str]:
 
 @lru_cache(maxsize=16)
 def _yake(language: str, max_ngram: int, top: int) -> yake.KeywordExtractor:
+    import yake  # noqa: PLC0415 - with networkx, a sixth of a worker's imports: loaded when first extracting (`warm`)
+
     return yake.KeywordExtractor(lan=language, n=max_ngram, dedupLim=0.9, top=top)
 
 
