@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import itertools
 import json
 import struct
 import zlib
@@ -37,9 +38,8 @@ from typing import Iterable, Iterator
 from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
-from emgas.processors.graph import GraphRef
 from emgas.state import keys
-from emgas.state.rows import Row, encode_row, row_ids
+from emgas.state.rows import row_ids
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import Transaction
 
@@ -101,23 +101,35 @@ def _links_of(prefix: bytes, passages: Records, unlinked: Records) -> Records:
 
 def as_unlinks(records: Records) -> Records:
     """The inverse of `as_links`: link records become the `u` records of
-    the concepts each passage mentions but does not link."""
+    the concepts each passage mentions but does not link (in key order)."""
     out: Records = []
-    passages: list[tuple[GraphRef, str, bytes]] = []
-    linked: dict[tuple[GraphRef, str], set[str]] = {}
-    for key, value in records:
-        link, passage = _graph_key(key, b"s"), _graph_key(key, b"t")
-        if link is not None:
-            cid, turn_id = link[1]
-            linked.setdefault((link[0], turn_id), set()).add(cid)
+    for prefix, kinds in _by_version(records):
+        if prefix is None:
+            out += kinds[b""]
             continue
-        if passage is not None:
-            passages.append((passage[0], passage[1][0], value))
-        out.append((key, value))
-    for ref, turn_id, value in passages:
-        kept = linked.get((ref, turn_id), set())
-        out += [(keys.unlinked(ref, turn_id, cid), b"") for cid in _concepts(value) if cid not in kept]
+        links = kinds.pop(b"s", [])
+        passages = kinds.get(b"t")
+        if passages:
+            kinds[b"u"] = _unlinks_of(prefix, passages, links)
+        out += _in_key_order(kinds)
     return out
+
+
+def _unlinks_of(prefix: bytes, passages: Records, links: Records) -> Records:
+    """The `u` records of a version whose passages link only what `links` hold, in key order."""
+    start = len(prefix) + 2
+    linked: dict[bytes, set[bytes]] = {}
+    for key, _ in links:
+        cid, turn_id = key[start:].split(keys.SEP, 1)
+        linked.setdefault(turn_id, set()).add(cid)
+    head = prefix + b"u" + keys.SEP
+    unlinked: Records = []
+    for key, value in passages:  # in turn id order, so the records come in key order
+        turn_id = key[start:]
+        kept = linked.get(turn_id, set())
+        gone = sorted(cid for cid in (c.encode() for c in _concepts(value)) if cid not in kept)
+        unlinked += [(head + turn_id + keys.SEP + cid, b"") for cid in gone]
+    return unlinked
 
 
 def _concepts(passage: bytes) -> list[str]:
@@ -163,21 +175,25 @@ def _by_version(records: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes 
     and its records by kind: the byte after the prefix, each kind's in key
     order); a record of no graph version alone (prefix None, kind b"")."""
     prefix: bytes | None = None
+    at = 0  # where the kind byte is, in keys of `prefix`
     kinds: dict[bytes, Records] = {}
     for key, value in records:
-        if key.startswith(b"g" + keys.SEP):
-            fields = key.split(keys.SEP, 3)
-            if len(fields) == 4:
-                own = key[:len(key) - len(fields[3])]
-                if own != prefix:
-                    if prefix is not None:
-                        yield prefix, kinds
-                    prefix, kinds = own, {}
-                kinds.setdefault(fields[3][:1], []).append((key, value))
-                continue
+        if prefix is not None and key.startswith(prefix):  # most records: the version of the one before
+            kind = key[at:at + 1]
+            records_of = kinds.get(kind)
+            if records_of is None:
+                records_of = kinds[kind] = []
+            records_of.append((key, value))
+            continue
         if prefix is not None:
             yield prefix, kinds
             prefix, kinds = None, {}
+        fields = key.split(keys.SEP, 3) if key.startswith(b"g" + keys.SEP) else []
+        if len(fields) == 4:
+            prefix = key[:len(key) - len(fields[3])]
+            at = len(prefix)
+            kinds = {fields[3][:1]: [(key, value)]}
+            continue
         yield None, {b"": [(key, value)]}
     if prefix is not None:
         yield prefix, kinds
@@ -189,32 +205,43 @@ def _in_key_order(kinds: dict[bytes, Records]) -> Records:
 
 
 def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
-    """The inverse of `as_pairs`: pair records become their ends' rows."""
+    """The inverse of `as_pairs`: pair records become their ends' rows (in key order)."""
     out: Records = []
-    rows: dict[GraphRef, dict[str, Row]] = {}  # version -> concept -> row
-    for key, value in records:
-        split = _graph_key(key, b"p")
-        if split is None:
-            out.append((key, value))
+    for prefix, kinds in _by_version(records):
+        if prefix is None:
+            out += kinds[b""]
             continue
-        ref, [a, b] = split
-        pair = keys.decode_pair(value)
-        version_rows = rows.setdefault(ref, {})
-        version_rows.setdefault(a, {})[b] = pair
-        version_rows.setdefault(b, {})[a] = pair
-    for ref, version_rows in rows.items():
-        out.extend((keys.row(ref, cid), encode_row(row)) for cid, row in version_rows.items())
+        pairs = kinds.pop(b"p", None)
+        if pairs:
+            kinds[b"r"] = _rows_of(prefix, pairs)
+        out += _in_key_order(kinds)
     return out
 
 
-def _graph_key(key: bytes, kind: bytes) -> tuple[GraphRef, list[str]] | None:
-    """(graph version, the fields after the kind) of a key of that kind of
-    record of a graph version (`g 0 GRAPH 0 VERSION 0 kind 0 ...`); None
-    for any other key."""
-    fields = key.split(keys.SEP)
-    if len(fields) < 5 or fields[0] != b"g" or fields[3] != kind:
-        return None
-    return GraphRef(fields[1].decode(), int(fields[2])), [f.decode() for f in fields[4:]]
+def _rows_of(prefix: bytes, pairs: Records) -> Records:
+    """A version's rows from its pair records: each pair an entry of both its
+    ends' rows, a row's entries by neighbour id (`state.rows`' record: its
+    entries' count and last as the pair's value bytes, then the ids)."""
+    start = len(prefix) + 2
+    entries: list[tuple[bytes, bytes, bytes]] = []
+    for key, value in pairs:
+        a, b = key[start:].split(keys.SEP)
+        entries += ((a, b, value), (b, a, value))
+    entries.sort(key=_row_then_neighbour)
+    head = prefix + b"r" + keys.SEP
+    rows: Records = []
+    for cid, group in itertools.groupby(entries, key=_row):
+        row = list(group)
+        rows.append((head + cid, struct.pack(">I", len(row)) + b"".join(e[2] for e in row) + b"\x00".join(e[1] for e in row)))
+    return rows
+
+
+def _row_then_neighbour(entry: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes]:
+    return entry[0], entry[1]
+
+
+def _row(entry: tuple[bytes, bytes, bytes]) -> bytes:
+    return entry[0]
 
 
 class SnapshotMismatch(Exception):

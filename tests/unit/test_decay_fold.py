@@ -11,7 +11,7 @@ from emgas.state import keys, links
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.snapshots import as_links, as_unlinks, graph_content
+from emgas.state.snapshots import as_links, as_rows, as_unlinks, graph_content
 from emgas.state.scheduler import Scheduler
 from tests.support.factories import T0, ingested
 
@@ -158,3 +158,19 @@ def test_links_a_tick_took_reach_snapshots_and_digests_as_link_records():
     assert partition_digests(restored.repo) == partition_digests(state.repo)
     sources = lambda view: {cid: view.passage_ids[i] for cid, i in view.index.items()}  # noqa: E731
     assert sources(restored.view("g")) == sources(state.view("g")) == {"kafka": ["t1"], "broker": ["t2"]}
+
+
+def test_a_snapshot_of_a_state_restores_to_its_very_records():
+    """Snapshot layout and back (`as_pairs`, `as_links`; `as_rows`,
+    `as_unlinks`): the store's records, in key order, of a graph whose tick
+    pruned a concept, a passage and edges."""
+    state = state_with(
+        ingested("g", "t1", {"kafka": 0.8, "lag": 0.3, "broker": 0.5}),
+        ingested("g", "t2", {"lag": 0.2, "broker": 0.9}, minute=1),
+        ingested("g", "t3", {"kafka": 0.7, "broker": 0.6}, minute=2),
+        tick(4, [PrunedConcept(id="lag", reason="activation", value=0.0)]),
+    )
+    state.commit()
+    stored = [(keys.active("g"), state.txn.get(keys.active("g")))] if state.txn.get(keys.active("g")) else []
+    stored += [record for prefix in keys.graph_content_prefixes("g") for record in state.txn.scan(prefix)]
+    assert as_unlinks(as_rows(graph_content(state.txn, "g"))) == stored
