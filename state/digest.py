@@ -21,6 +21,9 @@ import itertools
 import json
 from typing import Any, Callable, Iterable, Iterator
 
+import orjson
+from pydantic import BaseModel
+
 from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.state import keys, links
@@ -32,12 +35,30 @@ from emgas.state.rows import row_parts
 # as when each pair was its own record; links are kept in the passages
 # (`state.links`) and rendered one line per link, as when each was a record.
 Render = Callable[[bytes], Any]
+
+
+def as_dumped(model: type[BaseModel]) -> Render:
+    """A record's value as `model.model_dump(mode="json")` gives it: the stored
+    JSON itself when it holds every field of the model (what the fold writes:
+    `model_dump_json`, or `state.records` byte for byte), else read through
+    the model (a record of an older format: its defaults filled in)."""
+    fields = frozenset(model.model_fields)
+
+    def render(raw: bytes) -> Any:
+        value = orjson.loads(raw)
+        if isinstance(value, dict) and value.keys() == fields:
+            return value
+        return model.model_validate_json(raw).model_dump(mode="json")
+
+    return render
+
+
 SECTIONS: tuple[tuple[str, bytes, Render | None], ...] = (
-    ("concepts", b"c", lambda raw: ConceptState.model_validate_json(raw).model_dump(mode="json")),
+    ("concepts", b"c", as_dumped(ConceptState)),
     ("sources", b"s", None),
     ("pairs", b"r", None),
-    ("passages", b"t", lambda raw: Passage.model_validate_json(raw).model_dump(mode="json")),
-    ("topics", b"k", lambda raw: TopicNode.model_validate_json(raw).model_dump(mode="json")),
+    ("passages", b"t", as_dumped(Passage)),
+    ("topics", b"k", as_dumped(TopicNode)),
 )
 
 
