@@ -296,7 +296,7 @@ class PartitionState:
         """Keep each version of `graph_id` as of `as_of` (`state.fold_points`)."""
         for ref in self.repo.graph_refs():
             if ref.graph_id == graph_id:
-                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids(ref), list(self.repo.records(ref)))
+                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids(ref), self.repo.records_but_journal(ref))
 
     def restore(self, graph_id: str, records: ContentRecords) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""
@@ -433,10 +433,13 @@ class PartitionState:
         return records
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
-        """A scratch state holding `ref` as of its fold point, active."""
+        """A scratch state holding `ref` as of its fold point, active: the
+        point's records and the version's journal up to the point (a point
+        does not copy it: `fold_points`)."""
         store = MemoryStore()
         store.write({
             **dict(point.records()),
+            **{keys.journal_entry(ref, entry.offset): entry.event for entry in self.repo.journal_to(ref, point.as_of)},
             keys.registry(ref): b"",
             keys.active(ref.graph_id): json.dumps({"version": ref.version}).encode(),
         })

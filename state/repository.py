@@ -14,7 +14,7 @@ from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, c
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
-    RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
+    Records, RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
 from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
@@ -170,6 +170,23 @@ class GraphRepository:
         """The events applied to the graph version after log offset `after`, in log order."""
         for key, raw in self.store.scan(keys.section(ref, b"j"), keys.journal_entry(ref, after + 1)):
             yield Entry(keys.journal_offset(key, ref), raw)
+
+    def journal_to(self, ref: GraphRef, last: int) -> Iterator[Entry]:
+        """The events applied to the graph version up to log offset `last`, in log order."""
+        for entry in self.journal(ref):
+            if entry.offset > last:
+                return
+            yield entry
+
+    def records_but_journal(self, ref: GraphRef) -> Records:
+        """Every record of the graph version but its journal's, in key order."""
+        prefix, journal = keys.graph_prefix(ref), keys.section(ref, b"j")
+        before = []
+        for key, value in self.store.scan(prefix):
+            if key >= journal:
+                break
+            before.append((key, value))
+        return before + list(self.store.scan(prefix, journal[:-2] + b"k"))
 
     def turn_ids(self, ref: GraphRef) -> set[str]:
         """Every turn applied to the graph version: passages held and pruned."""

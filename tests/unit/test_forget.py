@@ -13,7 +13,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.replay.explain import explain
 from emgas.replay.reader import LogRecord
-from emgas.state import fold_points
+from emgas.state import fold_points, keys
 from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
@@ -342,3 +342,33 @@ def test_a_point_left_holding_a_turn_forgotten_before_is_not_re_folded_from(monk
     log.append(forget("g", "t13", request="second"))  # after every point: the stale one would be the latest
     assert starts and starts[0] < stale.as_of
     assert digests(log.state) == digests(folded(never_saw(log.log, {"t6", "t13"}), FAST))
+
+
+def test_a_fold_point_leaves_the_journal_to_its_version_and_one_holding_it_still_serves():
+    """A point copies a version's records but its journal (the version's own
+    up to the point is taken at the forget); a point written when points held
+    the journal too gives the same forget."""
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(12)]
+    ref = GraphRef("g", 1)
+
+    def lived(old_layout: bool) -> LocalLog:
+        log = LocalLog(FAST)
+        log.extend(events[:6])
+        log.append(snapshot_started("g"))
+        [point] = fold_points.points(log.state.txn, ref)
+        assert not [key for key, _ in point.records() if key.startswith(keys.section(ref, b"j"))]
+        if old_layout:  # the layout before: the journal up to the point inside it
+            journal = [(keys.journal_entry(ref, e.offset), e.event) for e in log.state.repo.journal_to(ref, point.as_of)]
+            log.state.txn.put(point.key, fold_points.encode_point(point.as_of, set(point.turn_ids),
+                                                                   sorted(point.records() + journal)))
+        log.extend(events[6:])
+        log.append(forget("g", "t8"))
+        return log
+
+    new, old = lived(False), lived(True)
+    assert digests(new.state) == digests(old.state) == digests(folded(never_saw(new.log, {"t8"}), FAST))
+    journal = [(e.offset, e.event) for e in new.state.repo.journal(ref)]
+    assert journal == [(e.offset, e.event) for e in old.state.repo.journal(ref)]
+    turn_at = {e.turn_id: offset for offset, e in enumerate(new.log) if isinstance(e, TurnIngested)}
+    kept = {offset for offset, _ in journal}
+    assert {turn_at[f"t{i}"] for i in range(12) if i != 8} <= kept and turn_at["t8"] not in kept
