@@ -15,6 +15,7 @@ one, so the graph gets one node per idea and queries for either part hit.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
@@ -96,8 +97,23 @@ def warm() -> None:
     """Load the English lemmatiser's dictionary (about 0.3 s, once per
     process) and YAKE's stopwords (its import: 0.16 s), so the first passage
     a fold places and the first turn or query extracted do not."""
-    simplemma.lemmatize("warming", lang="en")
+    _dictionary("en")
     _yake("en", 1, 1)
+
+
+# A language's lemmatiser dictionary loads once per process: a fold or an
+# extraction that needs it while `warm` loads it on another thread waits
+# for that load rather than making a second one.
+_LOADING = threading.Lock()
+_LOADED: set[str] = set()
+
+
+def _dictionary(language: str) -> None:
+    if language not in _LOADED:
+        with _LOADING:
+            if language not in _LOADED:
+                simplemma.lemmatize("warming", lang=language)
+                _LOADED.add(language)
 
 
 @lru_cache(maxsize=4096)
@@ -113,6 +129,8 @@ def lemma(word: str, language: str) -> str:
     The lemmatiser sees the token's own case, which keeps names as they
     are ("Maria" -> "maria", not "mare"; "Mars" -> "mars") while "Dogs"
     still gives "dog"."""
+    if language not in _LOADED:
+        _dictionary(language)
     return simplemma.lemmatize(_POSSESSIVE.sub("", word), lang=language).lower()
 
 
