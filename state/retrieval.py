@@ -19,6 +19,7 @@ from emgas.processors.activation import (
     fuse_questions,
     named_speakers,
     rank_passages,
+    seeded_scores,
     spread_groups,
     top_concepts,
 )
@@ -231,12 +232,16 @@ def answer(
     spread_done = clock()
     scores, top = _scored(view, activation, params)
     named = named_speakers(seeds.ids, view.speakers())
+    starts = [{view.index[cid] for cid in group} for group in seeds.groups]
     if len(each) > 1:
         depth = max(params.top_passages, FUSION_DEPTH)
-        rankings = [_ranked(view, *_scored(view, a[: view.size], params), params, named, depth) for a in each]
+        rankings = [
+            _ranked(view, *_scored(view, a[: view.size], params), params, named, depth, started)
+            for a, started in zip(each, starts)
+        ]
         ranked = fuse_questions(rankings, params.top_passages)
     else:
-        ranked = _ranked(view, scores, top, params, named, params.top_passages)
+        ranked = _ranked(view, scores, top, params, named, params.top_passages, starts[0] if starts else set())
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
     finished = clock()
     return ActivationReply(
@@ -276,10 +281,13 @@ def _scored(view: GraphView, activation: np.ndarray, params: ActivationParams) -
 
 
 def _ranked(
-    view: GraphView, scores: np.ndarray, top: list[int], params: ActivationParams, named: frozenset[str], depth: int
+    view: GraphView, scores: np.ndarray, top: list[int], params: ActivationParams, named: frozenset[str], depth: int,
+    seeds: set[int],
 ) -> list[tuple[str, float]]:
-    """The `depth` best passages of the `top` concepts, placed in their conversation."""
-    return rank_passages(((scores[i], view.passage_ids[i]) for i in top), depth, view.surroundings(), params, named)
+    """The `depth` best passages of the `top` concepts, placed in their
+    conversation (`seeds`: the concepts the question started from)."""
+    added = seeded_scores(scores, top, seeds, params.association_weight)
+    return rank_passages(((score, view.passage_ids[i]) for score, i in added), depth, view.surroundings(), params, named)
 
 
 def _ms(a: float, b: float) -> float:
