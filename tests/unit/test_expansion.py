@@ -56,6 +56,18 @@ def test_chinese_concepts_keep_the_fact_a_question_asks_for():
     assert "同事" in query_seeds("我同事有多高来着？", P)
 
 
+def test_a_long_chinese_turn_keeps_its_words_before_bigrams_that_are_no_word():
+    # 25+ terms, 20 kept: the fragments (豆把, 了一, 的运) weigh a quarter of an
+    # occurrence, the bigram words (运动) half, so 运动鞋 and 好笑 stay.
+    text = "memory: 土豆把Mila新买的运动鞋咬坏了一只，Mila又气又好笑，晚上还趴在门口不肯进屋。"
+    weights = chinese.weights(text)
+    assert len(weights) > P.max_concepts
+    assert weights["豆把"] < weights["运动"] / 2
+    ids = {c.id for c in extract(text, P)}
+    assert {"运动鞋", "好笑", "土豆", "门口"} <= ids
+    assert "豆把" not in ids
+
+
 @pytest.mark.parametrize(
     ("text", "tokens", "expected"),
     [
