@@ -78,6 +78,9 @@ class ActivationParams(BaseModel):
     session_weight: float = Field(default=0.3, ge=0.0, le=1.0)
     """Each turn of a session gets session_weight × the session's summed passage scores / its number of turns (0:
     off)."""
+    date_boost: float = Field(default=1.0, ge=0.0, le=10.0)
+    """A passage said within the time a question names ("in July 2023", "on 7 July, 2023": `processors.dates`)
+    scores (1 + date_boost) × (0: off)."""
     topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Share of a concept's outgoing weight that flows up to its topic nodes (see
     `state.view.GraphView.neighbours`); 0: topics take no part."""

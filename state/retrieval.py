@@ -8,6 +8,7 @@ applied like every other change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -41,7 +42,7 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
-from emgas.processors import chinese
+from emgas.processors import chinese, dates
 from emgas.processors.expansion import (
     CATEGORIES_OF, Lexicon, category_seeds, character_seeds, expansion_seeds, name_seeds, similar_seeds,
 )
@@ -269,18 +270,21 @@ def answer(
     named = named_speakers(seeds.ids, view.speakers())
     starts = [{view.index[cid] for cid in group} for group in seeds.groups]
     alias_of = {view.index[name]: view.index[thing] for name, thing in seeds.aliases.items()}
+    when = dates.window(query.text) if query.text and params.date_boost > 0 else None
+    wanted = params.top_passages if when is None else max(params.top_passages, DATE_DEPTH)
     if len(each) > 1:
-        depth = max(params.top_passages, FUSION_DEPTH)
+        depth = max(wanted, FUSION_DEPTH)
         rankings = [
             _ranked(view, *_scored(view, a[: view.size], params), params, named, depth, started, alias_of)
             for a, started in zip(each, starts)
         ]
-        ranked = fuse_questions(rankings, params.top_passages)
+        ranked = fuse_questions(rankings, wanted)
     else:
-        ranked = _ranked(
-            view, scores, top, params, named, params.top_passages, starts[0] if starts else set(), alias_of
-        )
+        ranked = _ranked(view, scores, top, params, named, wanted, starts[0] if starts else set(), alias_of)
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
+    if when is not None:
+        ranked = within(ranked, {pid: p.timestamp for pid, p in passages.items()}, when, params.date_boost)
+        ranked = ranked[: params.top_passages]
     finished = clock()
     return ActivationReply(
         request_id=query.request_id,
@@ -311,6 +315,21 @@ def answer(
 
 def _texts(state: PartitionState, view: GraphView) -> Texts:
     return lambda turn_ids: [p.text for p in state.repo.passages(view.ref, turn_ids).values()]
+
+
+DATE_DEPTH = 200  # how deep the ranking goes for a question that names its time (`within`)
+
+
+def within(
+    ranked: list[tuple[str, float]], times: dict[str, datetime], when: dates.Window, boost: float
+) -> list[tuple[str, float]]:
+    """`ranked` again, a passage said within `when` scoring (1 + boost) ×
+    (ties by passage id): "What did Maria donate in December 2023?" is
+    answered by what she said then, which may share only her name with the
+    question."""
+    lifted = [(pid, score * (1.0 + boost) if pid in times and when.holds(times[pid]) else score)
+              for pid, score in ranked]
+    return sorted(lifted, key=lambda item: (-item[1], item[0]))
 
 
 FUSION_DEPTH = 50  # how deep each question's ranking goes into `fuse_questions`
