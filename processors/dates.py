@@ -55,19 +55,17 @@ def window(text: str) -> Window | None:
     from the first to the last; one after "the week before", "two weeks
     before" or "a few days before": back that far, the day itself
     included), then a month with its year, then a month alone."""
-    days = sorted(
-        [(m.start(), m.end(), _day(int(m.group(3)), m.group(2), int(m.group(1)))) for m in _DAY_FIRST.finditer(text)]
-        + [(m.start(), m.end(), _day(int(m.group(3)), m.group(1), int(m.group(2)))) for m in _MONTH_FIRST.finditer(text)]
-    )
-    days = [(s, e, d) for s, e, d in days if d is not None]
+    said = [(m.start(), _day(int(m.group(3)), m.group(2), int(m.group(1)))) for m in _DAY_FIRST.finditer(text)]
+    said += [(m.start(), _day(int(m.group(3)), m.group(1), int(m.group(2)))) for m in _MONTH_FIRST.finditer(text)]
+    days: list[tuple[int, date]] = sorted((at, d) for at, d in said if d is not None)
     between = _between(text)
     if between is not None:
         return between
     if len(days) >= 2:
-        first, last = min(d for _, _, d in days), max(d for _, _, d in days)
+        first, last = min(d for _, d in days), max(d for _, d in days)
         return Window(first - DAY_SLACK, last + DAY_SLACK)
     if days:
-        start, _, day = days[0]
+        start, day = days[0]
         before = _BEFORE.search(text[:start])
         if before is not None:
             weeks = {"two": 2, "2": 2, "three": 3, "3": 3}.get((before.group(1) or "").lower(), 1)

@@ -146,7 +146,8 @@ def find_seeds(
             groups.append(group)
     if window:
         groups.insert(0, window)
-    return Seeds(groups, *(list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)), aliases=aliases)
+    once = [list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)]
+    return Seeds(groups, once[0], once[1], once[2], aliases)
 
 
 _CHARACTERS = CharacterIndex()
