@@ -6,8 +6,11 @@ is the latest user utterance; the rest is context that names what "it" and
 "that race" refer to. So such a query is not split into independent
 questions (each utterance a question of equal weight buried the latest one
 under the small talk before it): its utterances become one group of seeds,
-the latest user utterance's at weight 1 and every other utterance's at
-CONTEXT_WEIGHT (a word said in both keeps the higher).
+the latest user utterance's at weight 1, the user's earlier utterances at
+USER_CONTEXT_WEIGHT and the assistant's at CONTEXT_WEIGHT (a word said in
+several keeps the highest). The user's own earlier words name the topic
+("土豆", "鞋子" before "上次它把我哪双鞋咬坏了来着？"); the assistant's replies
+restate it but also guess and chat ("是葱花吗？").
 
 A text is a dialogue window when at least two of its lines (or, on one
 line, two role tags such as "user:" and "assistant:") begin with a speaker
@@ -19,7 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CONTEXT_WEIGHT = 0.3  # an utterance other than the latest user one, relative to it
+CONTEXT_WEIGHT = 0.3  # an assistant's utterance, relative to the latest user utterance
+USER_CONTEXT_WEIGHT = 0.6  # an earlier utterance of the user's, relative to the latest
 
 # Speakers that are the assistant's side; any other tag is taken as the user's.
 ASSISTANT_TAGS = frozenset({"assistant", "ai", "bot", "chatbot", "system", "助手", "助理", "机器人", "ai助手"})
@@ -66,11 +70,15 @@ def _split(text: str, tag: re.Pattern[str]) -> list[Utterance] | None:
 
 def weighted_parts(text: str) -> list[tuple[str, float]] | None:
     """(utterance, weight) of a dialogue window, oldest first: the latest
-    utterance not by the assistant weighs 1, every other CONTEXT_WEIGHT.
-    None when `text` is not a dialogue window."""
+    utterance not by the assistant weighs 1, the user's earlier ones
+    USER_CONTEXT_WEIGHT, the assistant's CONTEXT_WEIGHT. None when `text`
+    is not a dialogue window."""
     said = utterances(text)
     if said is None:
         return None
     users = [i for i, u in enumerate(said) if not u.by_assistant]
     latest = users[-1] if users else len(said) - 1
-    return [(u.text, 1.0 if i == latest else CONTEXT_WEIGHT) for i, u in enumerate(said)]
+    return [
+        (u.text, 1.0 if i == latest else CONTEXT_WEIGHT if u.by_assistant else USER_CONTEXT_WEIGHT)
+        for i, u in enumerate(said)
+    ]

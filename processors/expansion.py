@@ -26,7 +26,8 @@ Pure: the lexicon is passed in, and nothing here reads a file.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+import re
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -138,19 +139,79 @@ def character_seeds(
     return seeds
 
 
-# Everyday verbs (and category words WordNet files elsewhere) whose answer is
-# a noun of another category: "where do I live?" is answered by a flat or a
-# house, "what sport am I doing?" by a race. A query word here also seeds
-# what its categories name (`related_concepts`), like a word the graph lacks.
+# Everyday words (verbs, and category words WordNet files elsewhere) whose
+# answer is a noun of another category: "where do I live?" is answered by a
+# flat or a house, "what sport am I doing?" by a race, "what do I do for a
+# living?" by a job. A query word here seeds the category words the graph
+# holds and what they name (`related_concepts`), like a word the graph
+# lacks, and is not itself expanded through its own senses: "stay" as a
+# noun is a brace of a corset, whose kinds include the band that took "who
+# is coming to stay with us?" to a brass band.
 CATEGORIES_OF = {
-    "live": ("housing",), "dwell": ("housing",), "reside": ("housing",),
+    "live": ("housing",), "dwell": ("housing",), "reside": ("housing",), "home": ("housing",),
     "sport": ("race", "game"), "exercise": ("race",), "train": ("race",),
-    "visit": ("visitor",), "stay": ("visitor",),
+    "visit": ("visitor", "guest"), "stay": ("visitor", "guest"),
+    "living": ("job", "work"),
+    # Chinese (a query's words and bigrams): 住在 of a rented flat, 运动 of a marathon, 工作 of 上班.
+    "住在": ("房子", "公寓", "住房"), "运动": ("马拉松", "跑步", "比赛", "健身"), "工作": ("上班", "职业"),
 }
 
 
 def category_seeds(words: Sequence[str], lexicon: Lexicon, is_concept: Callable[[str], bool]) -> dict[str, float]:
     """concept -> starting activation for the query words of CATEGORIES_OF:
-    each category's related concepts, as `expansion_seeds` gives them."""
-    categories = [c for w in dict.fromkeys(words) for c in CATEGORIES_OF.get(w, ())]
-    return expansion_seeds(list(dict.fromkeys(categories)), lexicon, is_concept) if categories else {}
+    each category word the graph holds and its related concepts, as
+    `expansion_seeds` gives them (EXPANSION_MASS per category word)."""
+    seeds: dict[str, float] = {}
+    for category in dict.fromkeys(c for w in dict.fromkeys(words) for c in CATEGORIES_OF.get(w, ())):
+        found = ([category] if is_concept(category) else []) + related_concepts(category, lexicon, is_concept)
+        found = list(dict.fromkeys(found))[:MAX_PER_WORD]
+        for concept in found:
+            seeds[concept] = seeds.get(concept, 0.0) + EXPANSION_MASS / len(found)
+    return seeds
+
+
+# Names (the second hop of "what did the cat damage?"): a thing is often
+# introduced once with its name ("we got a kitten and named her Miso",
+# "一只小猫，给它取名叫年糕") and spoken of later only by the name ("Miso
+# shredded the sofa"). A seed that few passages mention passes its start to
+# the names those passages give it, so the later passages are found under
+# the name as the thing itself is (an alias, not an association).
+NAME_MAX_PASSAGES = 3  # a seed in more passages is no one thing that was named
+NAME_WEIGHT = 1.0  # a name starts as its thing does
+_NAMED_EN = re.compile(
+    r"\b(?:named|called|nicknamed|name (?:is|was))\s+(?:(?:him|her|it|them|the \w+)\s+)?([A-Z][\w'’-]*)"
+)
+_NAMED_ZH = re.compile(r"(?:名字叫做|名字叫|名字是|取名叫|取名为|取名|起名叫|起名为|起名|名叫|叫做)\s*([\u4e00-\u9fffA-Za-z]{1,8})")
+
+
+def names_given(text: str) -> list[str]:
+    """The names `text` gives something ("named her Miso" → Miso; "取名叫年糕的"
+    → 年糕的, whose prefixes the caller matches against its concepts), in order."""
+    return [m.group(1) for pattern in (_NAMED_EN, _NAMED_ZH) for m in pattern.finditer(text)]
+
+
+def name_seeds(
+    group: Mapping[str, float],
+    passages_of: Callable[[str], Sequence[str]],
+    texts: Callable[[list[str]], Iterable[str]],
+    concept_of: Callable[[str], str | None],
+) -> dict[str, tuple[float, str]]:
+    """name concept -> (starting activation, the seed it names) for the names
+    that the passages of the group's seeds give them: each seed with at most
+    NAME_MAX_PASSAGES passages (`passages_of`, turn ids) has their `texts`
+    read for naming phrases (`names_given`); a name that is a concept of the
+    graph (`concept_of`: a name or one of its prefixes -> the concept id, or
+    None) and not a seed already starts at NAME_WEIGHT × the seed's start
+    (the strongest seed naming it, when several do)."""
+    found: dict[str, tuple[float, str]] = {}
+    for seed, start in group.items():
+        passages = passages_of(seed)
+        if not passages or len(passages) > NAME_MAX_PASSAGES:
+            continue
+        for text in texts(list(passages)):
+            for name in names_given(text):
+                cid = concept_of(name)
+                if cid is not None and cid != seed and cid not in group:
+                    if cid not in found or found[cid][0] < NAME_WEIGHT * start:
+                        found[cid] = (NAME_WEIGHT * start, seed)
+    return found

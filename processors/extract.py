@@ -35,8 +35,9 @@ _POSSESSIVE = re.compile(r"['’]s$")
 # Bumped whenever the same text and parameters give other concepts, so
 # events say which extraction made them (2: possessives are stripped;
 # 3: Chinese gives search-mode words and character bigrams; the lemmatiser
-# sees each token's case, so names keep their form).
-REVISION = 3
+# sees each token's case, so names keep their form; 4: a Chinese bigram that
+# is no word weighs half a bigram that is one).
+REVISION = 4
 
 
 class ExtractionParams(BaseModel):

@@ -7,7 +7,8 @@ applied like every other change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -19,6 +20,7 @@ from emgas.processors.activation import (
     fuse_questions,
     named_speakers,
     rank_passages,
+    seeded_scores,
     spread_groups,
     top_concepts,
 )
@@ -40,8 +42,10 @@ from emgas.processors.events import (
     RankedPassage,
     Timings,
 )
-from emgas.processors import chinese
-from emgas.processors.expansion import Lexicon, category_seeds, character_seeds, expansion_seeds, similar_seeds
+from emgas.processors import chinese, dates
+from emgas.processors.expansion import (
+    CATEGORIES_OF, Lexicon, category_seeds, character_seeds, expansion_seeds, name_seeds, similar_seeds,
+)
 from emgas.processors.extract import ExtractionParams, detect_language, normalise, query_parts, query_seeds
 from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
@@ -67,11 +71,16 @@ class Seeds:
     ids: list[str]  # the seeds the query's own words gave, once, in query order
     unmatched: list[str]
     expanded: list[str]
+    # a name seed -> the seed it names (kitten -> Miso): one subject, counted once in a passage with both
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+Texts = Callable[[list[str]], list[str]]  # turn ids -> the texts of those the graph holds
 
 
 def find_seeds(
     view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None,
-    encoder: Encoder | None = None,
+    encoder: Encoder | None = None, passage_texts: Texts | None = None,
 ) -> Seeds:
     """One group per question of the query's text (`query_parts`), or one
     for a dialogue window (`processors.dialogue.weighted_parts`: each
@@ -82,7 +91,9 @@ def find_seeds(
     with an `encoder`, every word of a question not in Chinese (the model
     is English) seeds its nearest concepts (`similar_seeds`, half a seed);
     a Chinese question's characters that none of its seeds holds seed the
-    concepts containing them (`character_seeds`, half a seed each)."""
+    concepts containing them (`character_seeds`, half a seed each); with
+    `passage_texts`, a seed in few passages passes its start
+    to the names they give it (`name_seeds`: kitten -> Miso)."""
     dialogue = weighted_parts(query.text) if query.text else None
     texts = (dialogue or [(part, 1.0) for part in query_parts(query.text)]) if query.text else []
     parts = [(list(query_seeds(text, extraction)), weight) for text, weight in texts]
@@ -92,17 +103,19 @@ def find_seeds(
     ids: list[str] = []
     unmatched: list[str] = []
     expanded: list[str] = []
+    aliases: dict[str, str] = {}
     chinese_query = bool(query.text and chinese.cjk_runs(query.text))
     speakers = view.speakers() if lexicon is not None or encoder is not None or chinese_query else set()
     for number, (words, weight) in enumerate(parts):
         group = {cid: 1.0 for cid in words if cid in view.index}
         ids += group
         missing = [w for w in dict.fromkeys(words) if w not in view.index and " " not in w]
+        own_senses = [w for w in missing if w not in CATEGORIES_OF]  # an everyday verb is read as its categories
         unmatched += missing
-        if lexicon is not None and missing:
+        if lexicon is not None and own_senses:
             # A speaker's name is no instance of a category word, only a hub.
             related = expansion_seeds(
-                missing, lexicon, lambda w: w in view.index and w not in group and w not in speakers,  # noqa: B023 - called here
+                own_senses, lexicon, lambda w: w in view.index and w not in group and w not in speakers,  # noqa: B023 - called here
             )
             group.update(related)
             expanded += related
@@ -121,6 +134,11 @@ def find_seeds(
             for cid, start in similar.items():
                 group[cid] = group.get(cid, 0.0) + start
             expanded += similar
+        if passage_texts is not None and group:
+            for name, (start, thing) in _name_seeds(view, group, passage_texts, speakers).items():
+                group[name] = start
+                aliases[name] = thing
+                expanded.append(name)
         if dialogue is not None and number < len(dialogue):
             for cid, start in group.items():
                 window[cid] = max(window.get(cid, 0.0), weight * start)
@@ -128,10 +146,30 @@ def find_seeds(
             groups.append(group)
     if window:
         groups.insert(0, window)
-    return Seeds(groups, *(list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)))
+    once = [list(dict.fromkeys(x)) for x in (ids, unmatched, expanded)]
+    return Seeds(groups, once[0], once[1], once[2], aliases)
 
 
 _CHARACTERS = CharacterIndex()
+NAME_MIN_START = 0.1  # weaker seeds (a character's share) pass on no name
+
+
+def _name_seeds(
+    view: GraphView, group: dict[str, float], texts: Texts, speakers: set[str]
+) -> dict[str, tuple[float, str]]:
+    """The names the passages of the group's seeds give them (kitten -> Miso)."""
+
+    def concept_of(name: str) -> str | None:
+        if chinese.cjk_runs(name):
+            for end in range(len(name), 1, -1):
+                if name[:end] in view.index and name[:end] not in speakers:
+                    return name[:end]
+            return None
+        cid = normalise(name, "en")
+        return cid if cid in view.index and cid not in speakers else None
+
+    strong = {cid: start for cid, start in group.items() if start >= NAME_MIN_START}
+    return name_seeds(strong, lambda cid: view.passage_ids[view.index[cid]], texts, concept_of)
 
 
 def _character_seeds(view: GraphView, text: str, group: dict[str, float], speakers: set[str]) -> dict[str, float]:
@@ -221,7 +259,7 @@ def answer(
     params = defaults.overridden_by(query.params)
     lexicon = (default_lexicon() if lexicon == "default" else lexicon) if params.expansion else None
     encoder = (optional_encoder() if encoder == "default" else encoder) if params.semantic else None
-    seeds = find_seeds(view, query, extraction, lexicon, encoder)
+    seeds = find_seeds(view, query, extraction, lexicon, encoder, _texts(state, view))
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)
     activation, iterations, each = spread_groups(
@@ -231,13 +269,23 @@ def answer(
     spread_done = clock()
     scores, top = _scored(view, activation, params)
     named = named_speakers(seeds.ids, view.speakers())
+    starts = [{view.index[cid] for cid in group} for group in seeds.groups]
+    alias_of = {view.index[name]: view.index[thing] for name, thing in seeds.aliases.items()}
+    when = dates.window(query.text) if query.text and params.date_boost > 0 else None
+    wanted = params.top_passages if when is None else max(params.top_passages, DATE_DEPTH)
     if len(each) > 1:
-        depth = max(params.top_passages, FUSION_DEPTH)
-        rankings = [_ranked(view, *_scored(view, a[: view.size], params), params, named, depth) for a in each]
-        ranked = fuse_questions(rankings, params.top_passages)
+        depth = max(wanted, FUSION_DEPTH)
+        rankings = [
+            _ranked(view, *_scored(view, a[: view.size], params), params, named, depth, started, alias_of)
+            for a, started in zip(each, starts)
+        ]
+        ranked = fuse_questions(rankings, wanted)
     else:
-        ranked = _ranked(view, scores, top, params, named, params.top_passages)
+        ranked = _ranked(view, scores, top, params, named, wanted, starts[0] if starts else set(), alias_of)
     passages = state.repo.passages(view.ref, [pid for pid, _ in ranked])
+    if when is not None:
+        ranked = within(ranked, {pid: p.timestamp for pid, p in passages.items()}, when, params.date_boost)
+        ranked = ranked[: params.top_passages]
     finished = clock()
     return ActivationReply(
         request_id=query.request_id,
@@ -266,6 +314,25 @@ def answer(
     )
 
 
+def _texts(state: PartitionState, view: GraphView) -> Texts:
+    return lambda turn_ids: [p.text for p in state.repo.passages(view.ref, turn_ids).values()]
+
+
+DATE_DEPTH = 200  # how deep the ranking goes for a question that names its time (`within`)
+
+
+def within(
+    ranked: list[tuple[str, float]], times: dict[str, datetime], when: dates.Window, boost: float
+) -> list[tuple[str, float]]:
+    """`ranked` again, a passage said within `when` scoring (1 + boost) ×
+    (ties by passage id): "What did Maria donate in December 2023?" is
+    answered by what she said then, which may share only her name with the
+    question."""
+    lifted = [(pid, score * (1.0 + boost) if pid in times and when.holds(times[pid]) else score)
+              for pid, score in ranked]
+    return sorted(lifted, key=lambda item: (-item[1], item[0]))
+
+
 FUSION_DEPTH = 50  # how deep each question's ranking goes into `fuse_questions`
 
 
@@ -276,10 +343,23 @@ def _scored(view: GraphView, activation: np.ndarray, params: ActivationParams) -
 
 
 def _ranked(
-    view: GraphView, scores: np.ndarray, top: list[int], params: ActivationParams, named: frozenset[str], depth: int
+    view: GraphView, scores: np.ndarray, top: list[int], params: ActivationParams, named: frozenset[str], depth: int,
+    seeds: set[int], alias_of: dict[int, int],
 ) -> list[tuple[str, float]]:
-    """The `depth` best passages of the `top` concepts, placed in their conversation."""
-    return rank_passages(((scores[i], view.passage_ids[i]) for i in top), depth, view.surroundings(), params, named)
+    """The `depth` best passages of the `top` concepts, placed in their
+    conversation (`seeds`: the concepts the question started from; a name
+    in `alias_of` adds nothing to the passages of the thing it names)."""
+    added = seeded_scores(scores, top, seeds, params.association_weight)
+    return rank_passages(((score, _passages(view, i, alias_of)) for score, i in added), depth, view.surroundings(),
+                         params, named)
+
+
+def _passages(view: GraphView, i: int, alias_of: dict[int, int]) -> list[str]:
+    thing = alias_of.get(i)
+    if thing is None:
+        return view.passage_ids[i]
+    told = set(view.passage_ids[thing])
+    return [pid for pid in view.passage_ids[i] if pid not in told]
 
 
 def _ms(a: float, b: float) -> float:

@@ -1,29 +1,30 @@
 """A dialogue-window query is read as one: the latest user utterance weighs
-most, the rest is context (`processors.dialogue`)."""
+most, the user's earlier utterances and the assistant's are context at lower
+weights (`processors.dialogue`)."""
 
 import pytest
 
-from emgas.processors.dialogue import CONTEXT_WEIGHT, utterances, weighted_parts
+from emgas.processors.dialogue import CONTEXT_WEIGHT, USER_CONTEXT_WEIGHT, utterances, weighted_parts
 
-C = CONTEXT_WEIGHT
+C, U = CONTEXT_WEIGHT, USER_CONTEXT_WEIGHT
 
 
 @pytest.mark.parametrize(
     "text, parts",
     [
         ("user: hi\nassistant: hello Nora\nuser: what did I eat?",
-         [("hi", C), ("hello Nora", C), ("what did I eat?", 1.0)]),
+         [("hi", U), ("hello Nora", C), ("what did I eat?", 1.0)]),
         ("用户：今天好累。\n助手：辛苦了。\n用户：猫又闯祸了。",
-         [("今天好累。", C), ("辛苦了。", C), ("猫又闯祸了。", 1.0)]),
+         [("今天好累。", U), ("辛苦了。", C), ("猫又闯祸了。", 1.0)]),
         # the assistant spoke last: the user's latest utterance is still the question
         ("User: where is my bike?\nAssistant: Did you check the shed?",
          [("where is my bike?", 1.0), ("Did you check the shed?", C)]),
         # tags on one line
         ("user: hi there. assistant: hello. user: where was it?",
-         [("hi there.", C), ("hello.", C), ("where was it?", 1.0)]),
+         [("hi there.", U), ("hello.", C), ("where was it?", 1.0)]),
         # a person's name as the user's tag
         ("Bart: hey\nAI: hi Bart\nBart: where did I put it?",
-         [("hey", C), ("hi Bart", C), ("where did I put it?", 1.0)]),
+         [("hey", U), ("hi Bart", C), ("where did I put it?", 1.0)]),
         ("**user**: one\n**assistant**: two", [("one", 1.0), ("two", C)]),
     ],
 )

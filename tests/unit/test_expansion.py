@@ -56,6 +56,18 @@ def test_chinese_concepts_keep_the_fact_a_question_asks_for():
     assert "同事" in query_seeds("我同事有多高来着？", P)
 
 
+def test_a_long_chinese_turn_keeps_its_words_before_bigrams_that_are_no_word():
+    # 25+ terms, 20 kept: the fragments (豆把, 了一, 的运) weigh a quarter of an
+    # occurrence, the bigram words (运动) half, so 运动鞋 and 好笑 stay.
+    text = "memory: 土豆把Mila新买的运动鞋咬坏了一只，Mila又气又好笑，晚上还趴在门口不肯进屋。"
+    weights = chinese.weights(text)
+    assert len(weights) > P.max_concepts
+    assert weights["豆把"] < weights["运动"] / 2
+    ids = {c.id for c in extract(text, P)}
+    assert {"运动鞋", "好笑", "土豆", "门口"} <= ids
+    assert "豆把" not in ids
+
+
 @pytest.mark.parametrize(
     ("text", "tokens", "expected"),
     [
@@ -217,7 +229,8 @@ def test_expansion_seeds_with_a_fake_lexicon_and_reports_them():
                                                             reinforce=False), P, TinyLexicon())
     assert seeds.ids == [] and seeds.unmatched == ["pet"] and seeds.expanded == ["greyhound"]
     reply = _ask(log, "What pets do I have?", TinyLexicon())
-    assert reply.passages[0].turn_id == "t0" and reply.seeds == () and reply.expanded == ("greyhound",)
+    # the greyhound's turn names it (Pretzel): the name is reported as reached too
+    assert reply.passages[0].turn_id == "t0" and reply.seeds == () and reply.expanded == ("greyhound", "pretzel")
 
 
 @needs_wordnet
@@ -358,6 +371,9 @@ def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the
         (["live"], {"house", "cabin"}, {"house", "cabin"}),
         (["sport"], {"marathon", "payroll"}, {"marathon"}),  # a race is the sport asked about
         (["stay"], {"guest", "sofa"}, {"guest"}),
+        (["stay"], {"visit", "band"}, {"visit"}),  # a visitor's visit, never a corset stay's band
+        (["living"], {"work", "radiographer"}, {"work"}),  # "what do I do for a living?"
+        (["运动"], {"马拉松", "花生"}, {"马拉松"}),
         (["cat"], {"flat", "marathon"}, set()),  # not a verb of these kinds
     ],
 )
@@ -376,3 +392,37 @@ def test_where_do_i_live_finds_the_flat_and_what_sport_the_race():
     lexicon = wordnet()
     assert "t1" in [p.turn_id for p in _ask(memory, "Where do I live?", lexicon).passages[:3]]
     assert _ask(memory, "What sport am I doing?", lexicon).passages[0].turn_id == "t2"
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("We adopted a ginger kitten last month and named her Noodle.", ["Noodle"]),
+        ("I adopted a greyhound called Pretzel last week.", ["Pretzel"]),
+        ("Her name is Miso, like the soup.", ["Miso"]),
+        ("我们领养了一只小猫，给它取名叫汤圆。", ["汤圆"]),
+        ("Mila家养了一只柯基犬，名字叫土豆，是三年前领养的。", ["土豆"]),
+        ("I called my mother on Sunday.", []),  # a lower-case word after "called" is no name
+        ("The shop is named after its street.", []),
+    ],
+)
+def test_names_given_are_read_from_naming_phrases(text, names):
+    from emgas.processors.expansion import names_given
+
+    assert names_given(text) == names
+
+
+def test_a_seed_in_few_passages_passes_its_start_to_the_names_they_give_it():
+    from emgas.processors.expansion import name_seeds
+
+    passages = {"kitten": ["t1"], "sofa": ["t2"], "we": ["t1", "t2", "t3", "t4"]}
+    texts = {"t1": "We got a kitten and named her Miso.", "t2": "Miso shredded the sofa.",
+             "t3": "Our dog is called Rex.", "t4": "x"}
+    concepts = {"miso", "rex"}
+
+    def concept_of(name: str) -> str | None:
+        return name.lower() if name.lower() in concepts else None
+
+    seeds = name_seeds({"kitten": 0.5, "we": 1.0}, passages.get, lambda ids: [texts[t] for t in ids], concept_of)
+    # "we" is in four passages (more than NAME_MAX_PASSAGES): no one thing, so Rex is not reached
+    assert seeds == {"miso": (0.5, "kitten")}
