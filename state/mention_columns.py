@@ -90,14 +90,13 @@ class MentionColumns:
 
     def turn(self, concepts: Sequence[Concept] | Sequence[ConceptRow], at: datetime) -> None:
         """A turn's mentions, at event time `at`, in its order."""
-        slots, slot = self._slots, self._slot
+        slots = self._slots
         for concept in concepts:
-            column = slots.get(concept.id)
-            if column is None:
-                column = slots[concept.id] = len(slots)
-            slot.append(column)
-            self._texts.append(concept.text)
-            self._importance.append(concept.importance)
+            if concept.id not in slots:
+                slots[concept.id] = len(slots)
+        self._slot += [slots[concept.id] for concept in concepts]
+        self._texts += [concept.text for concept in concepts]
+        self._importance += [concept.importance for concept in concepts]
         k = len(concepts)
         self._at_us.extend([to_us(at)] * k)
         self._at.extend([at] * k)

@@ -285,8 +285,9 @@ class GraphView:
                 sources[i].append(turn_id)
             members += ends
             sizes.append(len(ends))
-            at_s.append(seconds(passage.timestamp))
-            at_us.append(to_us(passage.timestamp))
+            us = to_us(passage.timestamp)
+            at_us.append(us)
+            at_s.append(us / 1e6)  # `dynamics.seconds`: the µs since 1970 over 10^6, as `total_seconds` divides
         self._adjacency.add_cliques(
             np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
             np.array(at_us, dtype=np.int64),
