@@ -23,11 +23,11 @@ from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
 from emgas.processors.pruning import (
-    Edge, PairState, expired_concepts, expired_edge_keys, isolated_by, outlived_its_edges, pair_state,
+    PairState, PairTable, expired_concepts, expired_mask, isolated_by, outlived_its_edges, pair_state,
 )
 from emgas.processors.writes import (
-    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Records,
-    Register, RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, Writes,
+    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Records,
+    Register, RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, Writes,
 )
 
 
@@ -52,7 +52,7 @@ class Slice:
     ref: GraphRef
     meta: GraphMeta = GraphMeta()
     concepts: Mapping[str, ConceptState] = field(default_factory=dict)
-    pairs: Mapping[Edge, PairState] = field(default_factory=dict)
+    pairs: PairTable = field(default_factory=PairTable)
     neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     passages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -130,9 +130,9 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     at, decay = event.timestamp, event.params
     listed = [s.concepts[c.id] for c in event.concepts if c.reason == "activation" and c.id in s.concepts]
     concepts = [c.id for c in expired_concepts(listed, at, decay)]
-    edges = expired_edge_keys(s.pairs, at, decay)
-    expired = set(edges)
-    kept = tuple((edge, pair) for edge, pair in s.pairs.items() if edge not in expired)
+    expired = expired_mask(s.pairs, at, decay)
+    edges = [edge for edge, gone in zip(s.pairs.edges, expired.tolist()) if gone]
+    kept = s.pairs.where(~expired)
     pruned = {cid: s.concepts[cid] for cid in concepts}
     isolated = {
         c.id for c in event.concepts
@@ -156,8 +156,8 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     )
     return (
         PutMeta(s.meta.model_copy(update={"decayed_to": at, "decay": decay})),
-        *(KeepEdge(edge, pair) for edge, pair in kept),
-        *(RemovePair(edge) for edge in sorted(all_edges)),
+        *((KeepEdges(kept),) if len(kept) else ()),
+        *((RemovePairs(tuple(sorted(all_edges))),) if all_edges else ()),
         *(RemoveConcept(cid) for cid in concepts),
         *(RemoveLink(cid, turn_id) for cid, turn_id in links),
         *(PrunePassage(turn_id) for turn_id in orphaned),

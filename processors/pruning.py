@@ -18,10 +18,13 @@ as arguments.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Callable, Iterable, Mapping, NamedTuple
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
-from emgas.processors.dynamics import DecayParams, edge_lifetime, edge_retention, seconds, time_to_threshold
+import numpy as np
+
+from emgas.processors.dynamics import EPOCH, DecayParams, edge_lifetime, edge_retention, seconds, time_to_threshold
 from emgas.processors.events import PrunedConcept, PrunedEdge
 from emgas.processors.graph import ConceptState, activation_at
 
@@ -58,28 +61,75 @@ def expired_concepts(
 
 
 def expired_edges(
-    candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams
+    candidates: Mapping[Edge, PairState] | PairTable, at: datetime, params: DecayParams
 ) -> list[PrunedEdge]:
-    """Candidate edges whose retention at `at` is below θ_e, in key order."""
-    return [PrunedEdge(a=a, b=b, value=value) for (a, b), value in _expired(candidates, at, params)]
+    """Candidate edges whose retention at `at` is below θ_e, in key order, with it."""
+    table = candidates if isinstance(candidates, PairTable) else PairTable.of(candidates)
+    gone = table.where(expired_mask(table, at, params))
+    return [PrunedEdge(a=a, b=b, value=value) for (a, b), value in zip(gone.edges, edge_retentions(gone, at, params))]
 
 
-def expired_edge_keys(candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams) -> list[Edge]:
-    """The edges `expired_edges` gives, as keys only (what the fold needs)."""
-    return [edge for edge, _ in _expired(candidates, at, params)]
+_NO_US = np.zeros(0, dtype=np.int64)
 
 
-def _expired(candidates: Mapping[Edge, PairState], at: datetime, params: DecayParams) -> list[tuple[Edge, float]]:
-    """(edge, retention R at `at`) of the candidates with R below θ_e, in key order."""
-    elapsed: dict[datetime, float] = {}  # pairs of one turn share their last time (and often its object)
-    expired = []
-    for edge, pair in sorted(candidates.items()):
-        since = elapsed.get(pair.last)
-        if since is None:
-            since = elapsed[pair.last] = (at - pair.last).total_seconds()
-        if (value := edge_retention(since, pair.count, params)) < params.edge_threshold:
-            expired.append((edge, value))
-    return expired
+@dataclass(frozen=True)
+class PairTable:
+    """Edges (a, b), a < b, in key order, with their pair counts c(a, b) and
+    last co-occurrences (µs since 1970) as arrays: a tick's listed edges,
+    read and decided a table at a time instead of a `PairState` each."""
+
+    edges: tuple[Edge, ...] = ()
+    counts: np.ndarray = field(default_factory=lambda: _NO_US)
+    last_us: np.ndarray = field(default_factory=lambda: _NO_US)
+
+    @classmethod
+    def of(cls, pairs: Mapping[Edge, PairState]) -> PairTable:
+        """The table of `pairs` (edge -> its count and last time)."""
+        edges = tuple(sorted(pairs))
+        since = [pairs[e].last - EPOCH for e in edges]
+        return cls(edges, np.array([pairs[e].count for e in edges], dtype=np.int64),
+                   np.array([(d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds for d in since], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.edges)
+
+    def items(self) -> Iterator[tuple[Edge, PairState]]:
+        """Each edge with its `PairState` (its last time as a datetime, in UTC)."""
+        for edge, count, us in zip(self.edges, self.counts.tolist(), self.last_us.tolist()):
+            yield edge, PairState(count, EPOCH + timedelta(microseconds=us))
+
+    def where(self, mask: np.ndarray) -> PairTable:
+        """The rows where `mask` holds."""
+        return PairTable(tuple(e for e, keep in zip(self.edges, mask.tolist()) if keep), self.counts[mask],
+                         self.last_us[mask])
+
+
+def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndarray:
+    """Per edge of `table`, whether its retention at `at` is below θ_e:
+    `edge_retention(Δt, c) < edge_threshold`, Δt
+    the µs from its last co-occurrence over 10^6 (as `total_seconds`), all
+    at once. numpy's exp may differ from `math.exp` in the last bit, so a
+    retention that close to θ_e is computed again with `math.exp`."""
+    if not len(table):
+        return np.zeros(0, dtype=np.bool_)
+    since = at - EPOCH
+    at_us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    elapsed = (at_us - table.last_us) / 1e6
+    stability = params.edge_stability_s * np.maximum(table.counts, 1)
+    aged = elapsed > 0  # a last co-occurrence at or after `at` keeps R = 1
+    retention = np.exp(np.where(aged, -elapsed, 0.0) / stability)
+    threshold = params.edge_threshold
+    close = np.flatnonzero(np.abs(retention - threshold) <= abs(threshold) * 2.0**-40)
+    for k in close.tolist():
+        retention[k] = edge_retention(float(elapsed[k]), int(table.counts[k]), params)
+    return retention < threshold
+
+
+def edge_retentions(table: PairTable, at: datetime, params: DecayParams) -> list[float]:
+    """`edge_retention` of each edge of `table` at `at` (`math.exp`, one by one)."""
+    since = at - EPOCH
+    at_us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    return [edge_retention((at_us - us) / 1e6, count, params) for count, us in zip(table.counts.tolist(), table.last_us.tolist())]
 
 
 def isolated_by(

@@ -18,7 +18,7 @@ from typing import Mapping, Union
 
 from emgas.processors.events import TopicNode
 from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage
-from emgas.processors.pruning import Edge, PairState
+from emgas.processors.pruning import Edge, PairTable
 
 # A graph version's records after a forget re-folded it (store layout).
 Records = list[tuple[bytes, bytes]]
@@ -61,10 +61,10 @@ class CoOccur:
 
 
 @dataclass(frozen=True, slots=True)
-class RemovePair:
-    """An edge goes (its count and last co-occurrence)."""
+class RemovePairs:
+    """Edges go (their counts and last co-occurrences), in key order."""
 
-    edge: Edge
+    edges: tuple[Edge, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +90,11 @@ class PrunePassage:
 
 
 @dataclass(frozen=True, slots=True)
-class KeepEdge:
-    """An edge a tick listed that is not due yet: its due time moves later
+class KeepEdges:
+    """Edges a tick listed that are not due yet: their due times move later
     (the in-memory graph's schedule only; nothing is stored)."""
 
-    edge: Edge
-    pair: PairState
+    pairs: PairTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +132,8 @@ class Forgetting:
 
 
 Write = Union[
-    Register, PutMeta, PutConcept, AddPassage, CoOccur, RemovePair, RemoveConcept, RemoveLink, PrunePassage,
-    KeepEdge, SetTopics, MarkRetrieval, SwitchVersion, Forgetting,
+    Register, PutMeta, PutConcept, AddPassage, CoOccur, RemovePairs, RemoveConcept, RemoveLink, PrunePassage,
+    KeepEdges, SetTopics, MarkRetrieval, SwitchVersion, Forgetting,
 ]
 Writes = tuple[Write, ...]
 

@@ -13,8 +13,8 @@ from emgas.processors.events import TopicNode
 from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, concept_record
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.processors.writes import (
-    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
-    Records, RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, UnknownWrite, Writes,
+    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
+    Records, RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
 from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
@@ -321,7 +321,7 @@ class GraphRepository:
         """The passage, which links each of its concepts (`keys`: no record per link)."""
         self.store.put(keys.passage(ref, write.passage.turn_id), write.passage)
 
-    def _rows_kept_by_the_view(self, ref: GraphRef, write: CoOccur | RemovePair) -> None:
+    def _rows_kept_by_the_view(self, ref: GraphRef, write: CoOccur | RemovePairs) -> None:
         """Pair rows change in the graph's view (`state.adjacency`), which the
         fold has loaded for any event that writes them; the rows it changed are
         written here when the transaction settles (`PartitionState`)."""
@@ -340,7 +340,7 @@ class GraphRepository:
         self.store.put(keys.passage(ref, write.turn_id), None)
         self.store.put(keys.forgotten_turn(ref, write.turn_id), b"")
 
-    def _keep_edge(self, ref: GraphRef, write: KeepEdge) -> None:
+    def _keep_edges(self, ref: GraphRef, write: KeepEdges) -> None:
         pass  # a due time: the in-memory graph's alone
 
     def _set_topics(self, ref: GraphRef, write: SetTopics) -> None:
@@ -379,8 +379,8 @@ class GraphRepository:
 
     _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
-        CoOccur: _rows_kept_by_the_view, RemovePair: _rows_kept_by_the_view, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
-        PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
+        CoOccur: _rows_kept_by_the_view, RemovePairs: _rows_kept_by_the_view, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
+        PrunePassage: _prune_passage, KeepEdges: _keep_edges, SetTopics: _set_topics,
         MarkRetrieval: _mark_retrieval, SwitchVersion: _switch_version, Forgetting: _forgetting,
     }
 

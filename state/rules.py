@@ -172,7 +172,7 @@ def _decay_slice(state: FoldState, event: Decay, ref: GraphRef, meta: GraphMeta,
     return Slice(
         ref=ref, meta=meta,
         concepts=repo.concepts(ref, [c.id for c in event.concepts]),
-        pairs=view.pairs((e.a, e.b) for e in event.edges),
+        pairs=view.pair_table((e.a, e.b) for e in event.edges),
         neighbours=neighbours,
         sources=sources, passages=passages, links=repo.links(ref, candidates, passages),
         isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),

@@ -28,7 +28,7 @@ from emgas.processors.dynamics import window_start
 from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, PrunedConcept
 from emgas.processors.fold_codec import FoldEvent, is_turn
 from emgas.processors.graph import ConceptState, GraphParams, GraphRef
-from emgas.processors.pruning import expired_concepts, expired_edges, isolated_by, outlived_its_edges
+from emgas.processors.pruning import expired_concepts, expired_edges, expired_mask, isolated_by, outlived_its_edges
 from emgas.processors.topics import topics_of
 from emgas.state.projector import PartitionState
 
@@ -114,12 +114,10 @@ class Scheduler:
         concepts = expired_concepts(records.values(), at, params)
         # Edges of expiring concepts stay listed: if the concept is kept
         # (reinforced before the tick applies), its due edges still go.
-        candidates = view.pairs(set(view.due_edges(at)))
-        edges = expired_edges(candidates, at, params)
-        expired = {(e.a, e.b) for e in edges}
-        for edge, pair in candidates.items():  # co-occurred since it was filed: file it again
-            if edge not in expired:
-                view.note_edge(edge, pair)
+        candidates = view.pair_table(view.due_edges(at))
+        expired = expired_mask(candidates, at, params)
+        edges = expired_edges(candidates.where(expired), at, params)
+        view.note_pairs(candidates.where(~expired))  # co-occurred since they were filed: filed again
         isolated = isolated_by([c.id for c in concepts], [(e.a, e.b) for e in edges], view.neighbour_ids)
         isolated = self._not_outlived(state, ref, isolated, {c.id: records[c.id] for c in concepts})
         return Decay(

@@ -31,12 +31,12 @@ from emgas.processors.activation import Neighbours, Surroundings
 from emgas.processors.dynamics import DecayParams, edge_lifetime, seconds, time_to_threshold
 from emgas.processors.events import TopicNode
 from emgas.processors.writes import (
-    AddPassage, CoOccur, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register, RemoveConcept,
-    RemoveLink, RemovePair, SetTopics, UnknownWrite, Write,
+    AddPassage, CoOccur, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register, RemoveConcept,
+    RemoveLink, RemovePairs, SetTopics, UnknownWrite, Write,
 )
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.processors.pruning import Edge, PairState, pair_state
+from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
 from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
@@ -229,6 +229,19 @@ class GraphView:
             result[edges[k]] = pair_state(count, at_time)
         return result
 
+    def pair_table(self, edges: Iterable[Edge]) -> PairTable:
+        """The pairs among `edges` (each (a, b), a < b) that exist, as a table
+        in key order (the rows touched searched at once: `Adjacency.find`)."""
+        edges = sorted(set(edges))
+        if not edges:
+            return PairTable()
+        index = self.index
+        rows = np.array([index.get(a, -1) for a, _ in edges], dtype=np.int64)
+        others = np.array([index.get(b, -1) for _, b in edges], dtype=np.int64)
+        found, counts, lasts = self._adjacency.find(rows, others)
+        hit = np.flatnonzero(found)
+        return PairTable(tuple(edges[k] for k in hit.tolist()), counts[hit].astype(np.int64), lasts[hit].astype(np.int64))
+
     def edges_of(self, neighbours: dict[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
         """Per concept, its pairs with each of `neighbours[concept]` that exist
         (neighbour -> pair): every concept's searched at once."""
@@ -239,28 +252,9 @@ class GraphView:
         return found
 
     def apply_all(self, writes: Iterable[Write]) -> None:
-        """Apply an event's writes in order; a run of removed edges in one
-        pass, a run of kept edges (a tick's) noted at once."""
-        removed: list[Edge] = []
-        kept: list[KeepEdge] = []
+        """Apply an event's writes in order."""
         for write in writes:
-            if type(write) is RemovePair:
-                removed.append(write.edge)
-                continue
-            if type(write) is KeepEdge:
-                kept.append(write)
-                continue
-            if removed:
-                self.remove_edges(removed)
-                removed = []
-            if kept:
-                self.note_edges(kept)
-                kept = []
             self.apply(write)
-        if removed:
-            self.remove_edges(removed)
-        if kept:
-            self.note_edges(kept)
 
     def add_turns(self, run: FoldedRun) -> None:
         """Apply a run of new turns (`state.turn_run`): what each turn's writes
@@ -355,10 +349,8 @@ class GraphView:
     def _put_meta(self, write: PutMeta) -> None:
         self.turns = write.meta.turns
 
-    def _remove_pair(self, write: RemovePair) -> None:
-        a, b = write.edge
-        if a in self.index and b in self.index:
-            self.remove_edge(a, b)
+    def _remove_pairs(self, write: RemovePairs) -> None:
+        self.remove_edges(list(write.edges))
 
     def _remove_concept(self, write: RemoveConcept) -> None:
         self.remove_concept(write.cid)
@@ -371,8 +363,8 @@ class GraphView:
     def _prune_passage(self, write: PrunePassage) -> None:
         self.forget_passage(write.turn_id)
 
-    def _keep_edge(self, write: KeepEdge) -> None:  # listed by a tick, not yet due: due later
-        self.note_edge(write.edge, write.pair)
+    def _keep_edges(self, write: KeepEdges) -> None:  # listed by a tick, not yet due: due later
+        self.note_pairs(write.pairs)
 
     def _set_topics(self, write: SetTopics) -> None:
         self.set_topics(list(write.topics))
@@ -382,8 +374,8 @@ class GraphView:
 
     _steps: dict[type, Callable[[GraphView, Any], None]] = {
         PutConcept: _put_concept, AddPassage: _add_passage, CoOccur: _co_occur, PutMeta: _put_meta,
-        RemovePair: _remove_pair, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
-        PrunePassage: _prune_passage, KeepEdge: _keep_edge, SetTopics: _set_topics,
+        RemovePairs: _remove_pairs, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
+        PrunePassage: _prune_passage, KeepEdges: _keep_edges, SetTopics: _set_topics,
         Register: _stored_only, MarkRetrieval: _stored_only,
     }
 
@@ -473,20 +465,18 @@ class GraphView:
             lifetime = params.edge_stability_s * np.maximum(counts, 1) * math.log(1.0 / params.edge_threshold)
         self._file_edges(lasts_us / 1e6 + lifetime, a, b)
 
-    def note_edge(self, edge: Edge, pair: PairState) -> None:
-        self._edge_noted.append((edge_due_s(pair, self.decay), self.index[edge[0]], self.index[edge[1]]))
-
-    def note_edges(self, kept: list[KeepEdge]) -> None:
-        """`note_edge` of each kept edge (`edge_due_s`: the last co-occurrence
-        in s plus the edge's lifetime), each last time converted once."""
-        index, decay = self.index, self.decay
-        since: dict[datetime, float] = {}  # a tick's pairs share their last times (and often their objects)
-        for write in kept:
-            last, (a, b) = write.pair.last, write.edge
-            last_s = since.get(last)
-            if last_s is None:
-                last_s = since[last] = seconds(last)
-            self._edge_noted.append((last_s + edge_lifetime(write.pair.count, decay), index[a], index[b]))
+    def note_pairs(self, pairs: PairTable) -> None:
+        """File the due time of each edge of `pairs` (`edge_due_s`: the last
+        co-occurrence in s, its µs over 10^6, plus the edge's lifetime, the
+        same operations on arrays)."""
+        decay, index = self.decay, self.index
+        if decay.edge_threshold <= 0:
+            lifetime = np.full(len(pairs), math.inf)
+        else:  # `edge_lifetime`: S · max(c, 1) · ln(1/θ_e)
+            lifetime = decay.edge_stability_s * np.maximum(pairs.counts, 1) * math.log(1.0 / decay.edge_threshold)
+        due = pairs.last_us / 1e6 + lifetime
+        ends = [(index[a], index[b]) for a, b in pairs.edges]
+        self._edge_noted += [(d, a, b) for d, (a, b) in zip(due.tolist(), ends)]
 
     def due_concepts(self, at: datetime) -> list[str]:
         """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""

@@ -10,11 +10,11 @@ from emgas.processors.events import (
 )
 from emgas.processors.evolve import Slice, evolve, pair_after
 from emgas.processors.writes import (
-    AddPassage, CoOccur, Forgetting, KeepEdge, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
-    RemoveConcept, RemoveLink, RemovePair, SetTopics, SwitchVersion, of_type,
+    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
+    RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, of_type,
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, on_grid
-from emgas.processors.pruning import PairState
+from emgas.processors.pruning import PairState, PairTable
 from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)
@@ -75,7 +75,7 @@ def test_a_first_turn_creates_concepts_pairs_passage_and_meta():
 def test_a_later_turn_reinforces_what_the_slice_holds():
     meta = GraphMeta(turns=5, first_seen=at(0), clock=at(1))
     held = Slice(ref=G, meta=meta, concepts={"kafka": concept("kafka", 0.5)},
-                 pairs={("kafka", "lag"): PairState(2, at(1))})
+                 pairs=PairTable.of({("kafka", "lag"): PairState(2, at(1))}))
     writes = evolve(ingested("g", "t9", {"kafka": 0.25, "lag": 0.5}, minute=10), held, PARAMS)
     kafka = next(w.concept for w in of_type(writes, PutConcept) if w.concept.id == "kafka")
     assert (kafka.count, kafka.base_activation) == (2, 0.5 + on_grid(0.25))
@@ -110,20 +110,20 @@ DECAY_CASES = {
         (), (), (), (),
     ),
     "a listed edge past its retention goes; one co-occurring since is kept": (
-        Slice(ref=G, pairs={("a", "b"): PairState(1, at(0)), ("a", "c"): PairState(1, at(3.9))},
+        Slice(ref=G, pairs=PairTable.of({("a", "b"): PairState(1, at(0)), ("a", "c"): PairState(1, at(3.9))}),
               neighbours={}),
         tick(4, edges=[("a", "b"), ("a", "c")]),
         (), (("a", "b"),), (), ((("a", "c"), PairState(1, at(3.9))),),
     ),
     "a concept listed as isolated goes when the tick takes its last edge": (
-        Slice(ref=G, pairs={("a", "b"): PairState(1, at(0))}, neighbours={"b": ("a",)},
+        Slice(ref=G, pairs=PairTable.of({("a", "b"): PairState(1, at(0))}), neighbours={"b": ("a",)},
               sources={"b": ("t1",)}, passages={"t1": passage("t1", "a", "b")},
               links=frozenset({("a", "t1"), ("b", "t1")})),
         tick(4, [("b", "isolated")], edges=[("a", "b")]),
         ("b",), (("a", "b"),), (), (),
     ),
     "a concept listed as isolated that still has an edge stays": (
-        Slice(ref=G, pairs={("a", "b"): PairState(1, at(0))}, neighbours={"b": ("a", "c")}),
+        Slice(ref=G, pairs=PairTable.of({("a", "b"): PairState(1, at(0))}), neighbours={"b": ("a", "c")}),
         tick(4, [("b", "isolated")], edges=[("a", "b")]),
         (), (("a", "b"),), (), (),
     ),
@@ -143,9 +143,9 @@ def test_a_decay_tick(name):
     held, event, concepts, pairs, passages, kept = DECAY_CASES[name]
     writes = evolve(event, held, PARAMS)
     assert tuple(w.cid for w in of_type(writes, RemoveConcept)) == concepts
-    assert tuple(w.edge for w in of_type(writes, RemovePair)) == pairs
+    assert tuple(e for w in of_type(writes, RemovePairs) for e in w.edges) == pairs
     assert tuple(w.turn_id for w in of_type(writes, PrunePassage)) == passages
-    assert tuple((w.edge, w.pair) for w in of_type(writes, KeepEdge)) == kept
+    assert tuple(pair for w in of_type(writes, KeepEdges) for pair in w.pairs.items()) == kept
     [meta] = [w.meta for w in of_type(writes, PutMeta)]
     assert (meta.decayed_to, meta.decay) == (event.timestamp, DECAY)
     assert {w.cid for w in of_type(writes, RemoveLink)} <= set(concepts)

@@ -11,7 +11,7 @@ from emgas.processors.dynamics import EPOCH
 from emgas.state import keys
 from emgas.state.repository import STATE_FORMAT
 from emgas.state.repository import from_us, to_us
-from emgas.processors.writes import CoOccur, RemovePair
+from emgas.processors.writes import CoOccur, RemovePairs
 from emgas.state.rows import RowLookup, changed_row, encode_row, upper_pairs
 from emgas.state.view import GraphView
 from emgas.processors.dynamics import DecayParams
@@ -43,7 +43,7 @@ def test_the_rows_a_view_keeps_are_written_as_the_changed_dicts(operations):
             stored.update(view.row_records())
         elif at is None:  # the edge between the two ids goes
             if len(what) == 2:
-                view.apply_all([RemovePair(what)])
+                view.apply_all([RemovePairs((what,))])
                 reference[what[0]] = changed_row(what[0], reference[what[0]], [(what[1], None)])
                 reference[what[1]] = changed_row(what[1], reference[what[1]], [(what[0], None)])
         else:
