@@ -358,10 +358,9 @@ class Adjacency:
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""
-        existed = self._drop(a, b)
-        self._drop(b, a)
-        self._edges -= existed
-        return existed
+        before = self._edges
+        self.remove_many(np.array([a], dtype=np.int64), np.array([b], dtype=np.int64))
+        return self._edges < before
 
     def remove_many(self, a: np.ndarray, b: np.ndarray) -> None:
         """Drop the edges (a[k], b[k]) (distinct pairs), both directions: the
@@ -378,24 +377,13 @@ class Adjacency:
             self._replace(changed, (ptr, idx, cnt, last))
             self._edges -= dropped // 2
 
-    def _drop(self, i: int, j: int) -> bool:
-        idx, cnt, last = self.full_row(i)
-        pos = int(np.searchsorted(idx, j))
-        if pos < len(idx) and idx[pos] == j:
-            self._set(i, np.delete(idx, pos), np.delete(cnt, pos), np.delete(last, pos))
-            return True
-        return False
-
-    def _set(self, i: int, idx: np.ndarray, cnt: np.ndarray, last: np.ndarray) -> None:
-        self._replace(np.array([i], dtype=np.int64), (np.array([0, len(idx)], dtype=np.int64), idx, cnt, last))
-
     def clear(self, i: int) -> list[int]:
-        """Drop every edge of node i; its former neighbours."""
+        """Drop every edge of node i (its row and its entry in each neighbour's,
+        in one pass: `remove_many`); its former neighbours."""
         neighbours = self.neighbours(i)
-        for j in neighbours:
-            self._drop(j, i)
-        self._edges -= len(neighbours)
-        self._set(i, _EMPTY_IDX, _EMPTY_CNT, _EMPTY_LAST)
+        if neighbours:
+            others = np.array(neighbours, dtype=np.int64)
+            self.remove_many(np.full(len(others), i, dtype=np.int64), others)
         return neighbours
 
     def resident_bytes(self) -> int:

@@ -549,9 +549,6 @@ class GraphView:
         self.passage_ids[i] = []
         self.dead += 1
 
-    def remove_edge(self, a: str, b: str) -> None:
-        self._adjacency.remove(self.index[a], self.index[b])
-
     def neighbour_counts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(neighbour indices, pair counts c(i, ·)) of node i, sorted by neighbour."""
         return self._adjacency.row(i)
