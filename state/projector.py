@@ -112,9 +112,11 @@ class PartitionState:
             self.repo.put_rows(ref, view.row_records())
 
     def _write_concepts(self, ref: GraphRef, view: GraphView) -> None:
-        """Stage the concepts whose columns `view` changed (runs of turns leave them there)."""
+        """Stage the concepts whose columns `view` changed (runs of turns leave
+        them there), as their records' JSON: what settles them is a scan or a
+        commit, which read bytes (a rule reads concepts through `settle_concepts`)."""
         if view.has_concept_changes:
-            self.repo.put_concepts(ref, view.concept_records())
+            self.repo.put_encoded_concepts(ref, view.encoded_concepts())
 
     def ref(self, graph_id: str, version: int | None = None) -> GraphRef:
         """`graph_id` at `version` (None: its active version)."""

@@ -224,6 +224,10 @@ class GraphRepository:
             keys.concepts(ref, concepts), (PendingConcept(cid, values) for cid, values in concepts.items()),
         )))
 
+    def put_encoded_concepts(self, ref: GraphRef, concepts: Mapping[str, bytes]) -> None:
+        """Stage concept records given as their JSON."""
+        self.store.stage(dict(zip(keys.concepts(ref, concepts), concepts.values())))
+
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         """The stored pairs among `edges` (each (a, b) with a < b)."""
         edges = list(edges)

@@ -288,15 +288,20 @@ class GraphView:
         )
         self.turns = run.meta.turns
 
-    def concept_records(self, only: Iterable[str] | None = None) -> dict[str, list]:
-        """The values (`Mentions`' order) of the live concepts whose columns
-        changed since they were last taken, by id: the records to write
-        (`only`: of these concepts alone)."""
+    def concept_records(self, only: Iterable[str]) -> dict[str, list]:
+        """The values (`Mentions`' order) of those of the concepts `only` whose
+        columns changed since they were last taken, by id: the records a rule
+        is about to read."""
         columns, ids, index = self.columns, self.ids, self.index
-        if only is None:
-            return {ids[i]: columns.values(i) for i in columns.take_unwritten() if index.get(ids[i]) == i}
         slots = [i for i in (index.get(cid) for cid in only) if i is not None]
         return {ids[i]: columns.values(i) for i in columns.take_unwritten_of(slots)}
+
+    def encoded_concepts(self) -> dict[str, bytes]:
+        """The records (JSON) of the live concepts whose columns changed since
+        they were last taken, by id (a commit's: encoded at once)."""
+        columns, ids, index = self.columns, self.ids, self.index
+        slots = [i for i in columns.take_unwritten() if index.get(ids[i]) == i]
+        return dict(zip((ids[i] for i in slots), columns.encoded(slots, [ids[i] for i in slots])))
 
     @property
     def has_concept_changes(self) -> bool:

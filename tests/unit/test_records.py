@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emgas.processors.graph import ConceptState, Passage, concept_record, concept_values
+from emgas.state.concept_columns import ConceptColumns
 from emgas.state.repository import PendingConcept, PendingPassage
 
 OFFSETS = [timezone.utc, timezone(timedelta(0)), timezone(timedelta(hours=5, minutes=45)), timezone(timedelta(hours=-8))]
@@ -40,3 +41,18 @@ def test_a_pending_passage_encodes_as_its_model(turn_id, speaker, text, at, sess
     pending = PendingPassage(turn_id, speaker, text, at, session, meta, tuple(sorted(concepts)), seq)
     assert pending.encode() == pending.model().model_dump_json().encode()
     assert Passage.model_validate_json(pending.encode()) == pending.model()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(texts, st.integers(1, 10**6), st.floats(0, 1e6, allow_nan=False), times, times,
+                          st.none() | times, st.integers(0, 99), st.none() | times, st.none() | times), max_size=6))
+def test_columns_encode_each_concept_as_its_model(concepts):
+    """A commit's concept records, encoded a column at a time (`ConceptColumns.encoded`)."""
+    columns = ConceptColumns()
+    slots = [columns.add(text) for text, *_ in concepts]
+    for slot, values in zip(slots, concepts):
+        columns.put_values(slot, list(values))
+    ids = [f"c{slot}" for slot in slots]
+    assert columns.encoded(slots, ids) == [
+        concept_record(cid, list(values)).model_dump_json().encode() for cid, values in zip(ids, concepts)
+    ]
