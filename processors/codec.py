@@ -181,17 +181,19 @@ def decode_request(raw: bytes) -> ActivationQuery | DigestQuery | StatsQuery | P
     return _query(obj)
 
 
-def decode_graph_event(raw: bytes) -> GraphEvent:
+def decode_graph_event(raw: bytes | None) -> GraphEvent:
     """Read a graph event (any schema version we ever wrote) in its current shape.
 
     An event written in its type's current schema version (what workers
     write) is validated straight from its bytes; anything else (an older
     version to upcast, or bytes that do not validate) takes the general
-    path, which refuses a bad event with its one-line reason."""
-    try:
-        return _GRAPH_EVENT.validate_json(raw)
-    except ValidationError:
-        pass
+    path, which refuses a bad event with its one-line reason (a record
+    without a value too: `empty`)."""
+    if raw:
+        try:
+            return _GRAPH_EVENT.validate_json(raw)
+        except ValidationError:
+            pass
     return _validate(_GRAPH_EVENT.validate_python, upcast(_load_object(raw)))
 
 

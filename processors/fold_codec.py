@@ -94,10 +94,11 @@ _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?(Z|[
 _TURN = b'{"type":"turn_ingested","schema_version":2,'
 
 
-def decode_for_fold(raw: bytes) -> FoldEvent:
+def decode_for_fold(raw: bytes | None) -> FoldEvent:
     """The graph event in `raw`: a `TurnRow` for a plainly valid turn of the
-    current schema, else what `decode_graph_event` gives (or raises)."""
-    if raw.startswith(_TURN) and b"\\u" not in raw:  # an escape may hide a lone surrogate: the general path decides
+    current schema, else what `decode_graph_event` gives (or raises: a
+    record without a value, too)."""
+    if raw is not None and raw.startswith(_TURN) and b"\\u" not in raw:  # an escape may hide a lone surrogate: the general path decides
         turn = _turn(raw)
         if turn is not None:
             return turn
@@ -114,7 +115,7 @@ def _turn(raw: bytes) -> TurnRow | None:
     is in doubt (the general path then accepts it or says why not)."""
     try:
         wire = _DECODER.decode(raw)
-    except msgspec.DecodeError:  # not JSON, or not of the shape (its validation errors too)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8, not JSON, not of the shape
         return None
     if not (_identifier(wire.graph_id) and _identifier(wire.turn_id)):
         return None
@@ -127,7 +128,10 @@ def _turn(raw: bytes) -> TurnRow | None:
         ids.add(concept.id)
     if not _CANONICAL_TIME.match(wire.timestamp):
         return None
-    at = datetime.fromisoformat(wire.timestamp)
+    try:
+        at = datetime.fromisoformat(wire.timestamp)
+    except ValueError:  # no such day or hour (the 13th month, 25 o'clock)
+        return None
     if not EARLIEST_EVENT_TIME <= at < LATEST_EVENT_TIME:
         return None
     return TurnRow(wire, at)

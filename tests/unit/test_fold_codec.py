@@ -93,6 +93,9 @@ EDITS = {
     "a lone surrogate": {"text": "\ud800"},
     "schema version 1": {"schema_version": 1},
     "no concepts field": {"concepts": None},
+    "a thirteenth month": {"timestamp": "2024-13-01T12:00:00Z"},
+    "a 30th of February": {"timestamp": "2024-02-30T12:00:00Z"},
+    "hour 25": {"timestamp": "2024-05-01T25:00:00Z"},
 }
 
 
@@ -118,9 +121,46 @@ def test_other_events_are_the_codecs():
     assert decode_for_fold(encode(tick)) == tick
     with pytest.raises(DecodeError):
         decode_for_fold(b"not json")
+    with pytest.raises(DecodeError) as refused:
+        decode_for_fold(encode(TURN).replace(b'"hello"', b'"h\xff\xfe"', 1))  # not UTF-8
+    assert refused.value.code == "not_utf8"
+    for empty in (None, b""):  # a record without a value (a tombstone)
+        with pytest.raises(DecodeError) as refused:
+            decode_for_fold(empty)
+        assert refused.value.code == "empty"
 
 
 def test_a_field_given_twice_reads_as_the_codec_reads_it():
     raw = encode(TURN).replace(b'"turn_id":"t1"', b'"turn_id":"t1","turn_id":"t2"')
     expected, decoded = decode_graph_event(raw), decode_for_fold(raw)
     assert expected.turn_id == decoded.turn_id
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_any_bytes_near_a_turn_read_as_the_codec_reads_them(data):
+    """A turn's bytes with a byte changed, dropped or put in: the fast path
+    gives the codec's event or its refusal, never another answer."""
+    raw = bytearray(encode(TURN))
+    at = data.draw(st.integers(0, len(raw) - 1), label="where")
+    how = data.draw(st.sampled_from(["change", "drop", "insert"]), label="how")
+    byte = data.draw(st.integers(0, 255), label="byte")
+    if how == "change":
+        raw[at] = byte
+    elif how == "drop":
+        del raw[at]
+    else:
+        raw.insert(at, byte)
+    raw = bytes(raw)
+    try:
+        expected = decode_graph_event(raw)
+    except DecodeError as err:
+        with pytest.raises(DecodeError) as got:
+            decode_for_fold(raw)
+        assert (got.value.code, str(got.value)) == (err.code, str(err))
+        return
+    decoded = decode_for_fold(raw)
+    if isinstance(decoded, TurnRow):
+        same_turn(decoded, expected)
+    else:
+        assert decoded == expected
