@@ -26,7 +26,7 @@ from emgas.processors.pruning import (
     PairState, PairTable, expired_concepts, expired_mask, isolated_by, outlived_its_edges, pair_state,
 )
 from emgas.processors.writes import (
-    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Records,
+    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Refolded,
     Register, RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, Writes,
 )
 
@@ -62,7 +62,7 @@ class Slice:
     topic_ids: tuple[str, ...] = ()
     versions: tuple[GraphRef, ...] = ()
     turn_ids: Mapping[GraphRef, frozenset[str]] = field(default_factory=dict)
-    refolds: Mapping[GraphRef, Records | None] = field(default_factory=dict)
+    refolds: Mapping[GraphRef, Refolded | None] = field(default_factory=dict)
 
 
 @singledispatch
@@ -192,7 +192,7 @@ def evolve_forget(event: Forget, s: Slice, params: GraphParams) -> Writes:
     if event.whole_graph:
         erased = s.versions
         tombstones = set().union(*(s.turn_ids.get(ref, frozenset()) for ref in erased))
-        refolded: dict[GraphRef, Records] = {}
+        refolded: dict[GraphRef, Refolded] = {}
     else:
         erased = tuple(ref for ref, records in s.refolds.items() if records is None)
         refolded = {ref: records for ref, records in s.refolds.items() if records is not None}

@@ -120,13 +120,23 @@ class SwitchVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class Refolded:
+    """A graph version's records after a re-fold: `records` are every record
+    but its journal's entries up to log offset `journal_kept_to` (-1: none),
+    which stay as they are (the re-fold started after them)."""
+
+    records: Records
+    journal_kept_to: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class Forgetting:
     """What a forget request changes across a graph's versions."""
 
     graph_id: str
     request_id: str
     tombstones: tuple[str, ...]  # turn ids never to be applied again
-    refolded: Mapping[GraphRef, Records]  # versions whose records are replaced
+    refolded: Mapping[GraphRef, Refolded]  # versions whose records are replaced
     erased: tuple[GraphRef, ...]  # versions that go, records and registration
     clear_active: bool  # the graph loses every version, so its active version goes too
 

@@ -48,7 +48,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.fold_codec import FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
-from emgas.processors.writes import Forgetting, Records, SwitchVersion, Writes
+from emgas.processors.writes import Forgetting, Refolded, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
@@ -84,7 +84,7 @@ class PartitionState:
         self.rejections: dict[int, str] = {}  # offset -> why the fold rejected the event there (the last batch)
         # A version re-folded by `refolds`: its records and the view the re-fold
         # left, which serves once those very records replace the version's.
-        self._refold_views: dict[GraphRef, tuple[Records, GraphView]] = {}
+        self._refold_views: dict[GraphRef, tuple[Refolded, GraphView]] = {}
 
     @property
     def applied_offset(self) -> int:
@@ -379,7 +379,7 @@ class PartitionState:
                 self.views.pop(erased, None)
             for refolded, records in writes[0].refolded.items():
                 kept = self._refold_views.pop(refolded, None)
-                if kept is not None and kept[0] is records:  # the re-fold's own view of these records
+                if kept is not None and kept[0] is records:  # the re-fold's own view of this re-fold
                     self.views[refolded] = kept[1]
                 else:
                     self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
@@ -406,7 +406,7 @@ class PartitionState:
                 refolds[ref] = self._refolded(ref, turn_ids)
         return refolds
 
-    def _refolded(self, ref: GraphRef, forgotten: set[str]) -> Records | None:
+    def _refolded(self, ref: GraphRef, forgotten: set[str]) -> Refolded | None:
         """The records `ref` would have if its journal never held the turns
         `forgotten`: its journal folded without them, in order and at the
         same offsets, into a scratch state whose active version is `ref`'s,
@@ -430,18 +430,21 @@ class PartitionState:
         scratch.apply_batch(kept)
         if ref not in scratch.views:
             return None
-        records = list(scratch.repo.records(ref))  # read through its transaction: no store to fill
-        self._refold_views[ref] = (records, scratch.views[ref])  # clean: reading the records settled its rows
-        return records
+        # read through its transaction: no store to fill; the journal up to
+        # the point is the version's own and stays
+        refolded = Refolded(list(scratch.repo.records(ref)), after)
+        self._refold_views[ref] = (refolded, scratch.views[ref])  # clean: reading the records settled its rows
+        return refolded
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active: the
-        point's records and the version's journal up to the point (a point
-        does not copy it: `fold_points`)."""
+        point's records, without the journal up to the point (a point does
+        not copy it, and a re-fold never reads it: forgets and version
+        switches, which read or swap a journal, are not journaled)."""
+        journal = keys.section(ref, b"j")  # a point of an earlier layout holds it: taken from the version instead
         store = MemoryStore()
         store.write({
-            **dict(point.records()),
-            **{keys.journal_entry(ref, entry.offset): entry.event for entry in self.repo.journal_to(ref, point.as_of)},
+            **{key: value for key, value in point.records() if not key.startswith(journal)},
             keys.registry(ref): b"",
             keys.active(ref.graph_id): json.dumps({"version": ref.version}).encode(),
         })

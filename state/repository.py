@@ -14,7 +14,7 @@ from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, c
 from emgas.processors.pruning import Edge, PairState, pair_state
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
-    Records, RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, UnknownWrite, Writes,
+    Records, Refolded, RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, UnknownWrite, Writes,
 )
 from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
@@ -178,14 +178,17 @@ class GraphRepository:
                 return
             yield entry
 
-    def records_but_journal(self, ref: GraphRef) -> Records:
-        """Every record of the graph version but its journal's, in key order."""
+    def records_but_journal(self, ref: GraphRef, journal_after: int | None = None) -> Records:
+        """Every record of the graph version but its journal's (but, with
+        `journal_after`, its journal entries after that log offset), in key order."""
         prefix, journal = keys.graph_prefix(ref), keys.section(ref, b"j")
         before = []
         for key, value in self.store.scan(prefix):
             if key >= journal:
                 break
             before.append((key, value))
+        if journal_after is not None:
+            before += self.store.scan(journal, keys.journal_entry(ref, journal_after + 1))
         return before + list(self.store.scan(prefix, journal[:-2] + b"k"))
 
     def turn_ids(self, ref: GraphRef) -> set[str]:
@@ -369,10 +372,7 @@ class GraphRepository:
         forgotten = set(forgetting.tombstones)
         for refolded, records in forgetting.refolded.items():
             fold_points.drop_holding(self.store, refolded, forgotten)  # they still hold a forgotten turn
-            for key, _ in list(self.records(refolded)):
-                put(key, None)
-            for key, value in records:
-                put(key, value)
+            self._replace_records(refolded, records)
         for erased in forgetting.erased:
             fold_points.drop_version(self.store, erased)
             for key, _ in list(self.records(erased)):
@@ -380,6 +380,19 @@ class GraphRepository:
             put(keys.registry(erased), None)
         if forgetting.clear_active:
             put(keys.active(graph_id), None)
+
+    def _replace_records(self, ref: GraphRef, refolded: Refolded) -> None:
+        """`ref`'s records become `refolded`'s (its journal up to where the
+        re-fold started stays): only those that differ are written, as a
+        re-fold leaves most of a version as it was (rows and concepts it
+        never reached)."""
+        put = self.store.put
+        old = dict(self.records_but_journal(ref, refolded.journal_kept_to))
+        for key, value in refolded.records:
+            if old.pop(key, None) != value:
+                put(key, value)
+        for key in old:
+            put(key, None)
 
     _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,

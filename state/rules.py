@@ -29,12 +29,12 @@ from emgas.processors.evolve import (
     Slice, evolve_consolidate, evolve_decay, evolve_forget, evolve_retrieved, evolve_switch, evolve_turn,
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
-from emgas.processors.writes import Records, Writes
+from emgas.processors.writes import Refolded, Writes
 from emgas.state.repository import GraphRepository
 from emgas.state.views import Views
 
 # A graph version's records after forgetting (None: no turn left, so no version).
-Refolds = dict[GraphRef, Records | None]
+Refolds = dict[GraphRef, Refolded | None]
 
 
 class FoldState(Protocol):

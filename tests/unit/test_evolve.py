@@ -10,7 +10,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.evolve import Slice, evolve, pair_after
 from emgas.processors.writes import (
-    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Register,
+    AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Refolded, Register,
     RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, of_type,
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, on_grid
@@ -192,8 +192,8 @@ V1, V2 = GraphRef("g", 1), GraphRef("g", 2)
     "event, held, tombstones, refolded, erased, clear_active",
     [
         (Forget(graph_id="g", request_id="r", timestamp=T0, turn_ids=("t1",)),
-         Slice(ref=V1, versions=(V1, V2), refolds={V1: [(b"k", b"v")], V2: None}),
-         ("t1",), {V1: [(b"k", b"v")]}, (V2,), False),
+         Slice(ref=V1, versions=(V1, V2), refolds={V1: Refolded([(b"k", b"v")], 7), V2: None}),
+         ("t1",), {V1: Refolded([(b"k", b"v")], 7)}, (V2,), False),
         (Forget(graph_id="g", request_id="r", timestamp=T0, turn_ids=("t1",)),
          Slice(ref=V1, versions=(V1,), refolds={V1: None}),
          ("t1",), {}, (V1,), True),

@@ -372,3 +372,25 @@ def test_a_fold_point_leaves_the_journal_to_its_version_and_one_holding_it_still
     turn_at = {e.turn_id: offset for offset, e in enumerate(new.log) if isinstance(e, TurnIngested)}
     kept = {offset for offset, _ in journal}
     assert {turn_at[f"t{i}"] for i in range(12) if i != 8} <= kept and turn_at["t8"] not in kept
+
+
+def test_a_forget_writes_only_the_records_its_re_fold_changed(monkeypatch):
+    """The journal before the turn, and rows and concepts the re-fold never
+    reached, are not written again; what it changed or dropped is, and the
+    graph is the one that never saw the turn."""
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5, f"only{i}": 0.4}, minute=10 * i) for i in range(12)]
+    log = LocalLog(FAST)
+    log.extend(events[:8])
+    log.append(snapshot_started("g"))
+    log.extend(events[8:])
+    log.state.commit()
+    before = dict(log.state.repo.records(G))
+    written: dict[bytes, bytes | None] = {}
+    real = log.state.txn.put
+    monkeypatch.setattr(log.state.txn, "put", lambda key, value: written.__setitem__(key, value) or real(key, value))
+    log.append(forget("g", "t10"))
+    after = dict(log.state.repo.records(G))
+    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    assert changed and {key for key in written if key.startswith(keys.graph_prefix(G))} == changed
+    assert keys.passage(G, "t10") in changed and keys.journal_entry(G, 0) not in written
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t10"}), FAST))
