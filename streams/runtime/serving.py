@@ -169,12 +169,7 @@ class QueryServer:
         partition = record.partition
         if record.timestamp < self._since_ms:  # sent before this server started: its client has given up on it
             return
-        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000 and not _asks_digests(record.value):
-            # Its client has given up (and asked again, if it still wants an answer): answering it
-            # would only make the queries behind it wait, so that a server that fell behind
-            # (a burst, a rebalance, a starved CPU) would stay behind. Not a partition's digests:
-            # their client waits in proportion to the partition (`admin.live_digests`).
-            self.metrics.expired.inc()
+        if self._expired(record):
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)
@@ -187,8 +182,22 @@ class QueryServer:
             self._held.add(task)
             task.add_done_callback(self._held.discard)
 
+    def _expired(self, record: Any) -> bool:
+        """Whether the query's client has given up on it (counted): it was sent
+        more than the query timeout ago. Its client has asked again, if it still
+        wants an answer, so answering it would only make the queries behind it
+        wait, and a server that fell behind (a burst, a rebalance, a starved
+        CPU, a catch-up that held queries) would stay behind. Not a partition's
+        digests: their client waits in proportion to the partition
+        (`admin.live_digests`)."""
+        if record.timestamp < (time.time() - self.settings.query_timeout_s) * 1000 and not _asks_digests(record.value):
+            self.metrics.expired.inc()
+            return True
+        return False
+
     async def _answer_when_ready(self, record: Any) -> None:
-        if await self.recovery.wait(record.partition):
+        # Held while the partition caught up: its client may have given up meanwhile.
+        if await self.recovery.wait(record.partition) and not self._expired(record):
             await self._answer(record, covering=False)
 
     async def _answer(self, record: Any, covering: bool) -> None:

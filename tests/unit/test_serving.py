@@ -135,6 +135,37 @@ def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
     assert metrics.expired._value.get() == (0 if answered else 1)
 
 
+def test_a_query_held_through_a_catch_up_longer_than_its_timeout_is_not_answered():
+    # A takeover that held queries for longer than their clients wait: the
+    # stale ones would delay the fresh ones, asked again, behind them.
+    from emgas.streams.runtime.metrics import Metrics
+
+    settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="o",
+                               queries_topic="q")
+    metrics = Metrics()
+    query_server = QueryServer(settings, None, _Recovery(), metrics, None, None, None)  # type: ignore[arg-type]
+    taken = []
+
+    async def answer(record, covering):
+        taken.append(record.key)
+
+    query_server._answer = answer  # type: ignore[method-assign]
+    now_ms = 1000 * time.time()
+    stale = SimpleNamespace(partition=1, timestamp=now_ms - 4000, key=b"stale", value=b"{}")
+    fresh = SimpleNamespace(partition=1, timestamp=now_ms - 1000, key=b"fresh", value=b"{}")
+
+    async def scenario() -> None:
+        query_server._since_ms = now_ms - 60_000
+        await query_server._take("q", stale)
+        await query_server._take("q", fresh)
+        settings.query_timeout_s = 2.0  # the catch-up outlasted the first one's timeout, not the second's
+        query_server.recovery.caught_up.set()
+        await asyncio.gather(*query_server._held)
+
+    asyncio.run(scenario())
+    assert taken == [b"fresh"] and metrics.expired._value.get() == 1
+
+
 @pytest.mark.parametrize("announced, assigned, busy, released", [
     ("w2", [], False, True),  # revoked here and announced by its new owner: closed
     ("w1", [], False, False),  # revoked, its new owner not announced yet: kept, to cover its queries
