@@ -65,6 +65,12 @@ def seconds(t: datetime) -> float:
     return (t - EPOCH).total_seconds()
 
 
+def microseconds(t: datetime) -> int:
+    """Event time as integer microseconds since the Unix epoch (exact for aware datetimes)."""
+    since = t - EPOCH
+    return (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+
+
 def uses_power_law(reinforcements: int, params: DecayParams) -> bool:
     if params.model == "hybrid":
         return reinforcements >= params.hybrid_after

@@ -24,7 +24,9 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from emgas.processors.dynamics import EPOCH, DecayParams, edge_lifetime, edge_retention, seconds, time_to_threshold
+from emgas.processors.dynamics import (
+    EPOCH, DecayParams, edge_lifetime, edge_retention, microseconds, seconds, time_to_threshold,
+)
 from emgas.processors.events import PrunedConcept, PrunedEdge
 from emgas.processors.graph import ConceptState, activation_at
 
@@ -86,9 +88,8 @@ class PairTable:
     def of(cls, pairs: Mapping[Edge, PairState]) -> PairTable:
         """The table of `pairs` (edge -> its count and last time)."""
         edges = tuple(sorted(pairs))
-        since = [pairs[e].last - EPOCH for e in edges]
         return cls(edges, np.array([pairs[e].count for e in edges], dtype=np.int64),
-                   np.array([(d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds for d in since], dtype=np.int64))
+                   np.array([microseconds(pairs[e].last) for e in edges], dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -112,9 +113,7 @@ def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndar
     retention that close to θ_e is computed again with `math.exp`."""
     if not len(table):
         return np.zeros(0, dtype=np.bool_)
-    since = at - EPOCH
-    at_us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
-    elapsed = (at_us - table.last_us) / 1e6
+    elapsed = (microseconds(at) - table.last_us) / 1e6
     stability = params.edge_stability_s * np.maximum(table.counts, 1)
     aged = elapsed > 0  # a last co-occurrence at or after `at` keeps R = 1
     retention = np.exp(np.where(aged, -elapsed, 0.0) / stability)
@@ -127,8 +126,7 @@ def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndar
 
 def edge_retentions(table: PairTable, at: datetime, params: DecayParams) -> list[float]:
     """`edge_retention` of each edge of `table` at `at` (`math.exp`, one by one)."""
-    since = at - EPOCH
-    at_us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    at_us = microseconds(at)
     return [edge_retention((at_us - us) / 1e6, count, params) for count, us in zip(table.counts.tolist(), table.last_us.tolist())]
 
 

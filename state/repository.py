@@ -8,7 +8,7 @@ import orjson
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
-from emgas.processors.dynamics import EPOCH
+from emgas.processors.dynamics import EPOCH, microseconds
 from emgas.processors.events import TopicNode
 from emgas.processors.graph import ConceptState, GraphMeta, GraphRef, Passage, concept_record
 from emgas.processors.pruning import Edge, PairState, pair_state
@@ -103,8 +103,7 @@ def to_us(t: datetime) -> int:
         return seen[1]
     if len(_US_SEEN) >= _US_SEEN_MAX:
         _US_SEEN.clear()
-    since = t - EPOCH
-    us = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    us = microseconds(t)
     _US_SEEN[id(t)] = (t, us)
     return us
 
