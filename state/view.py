@@ -58,9 +58,15 @@ def due_s(activation: float, reinforcements: int, reference: datetime, params: D
     return seconds(reference) + time_to_threshold(activation, reinforcements, params)
 
 
-def edge_due_s(pair: PairState, params: DecayParams) -> float:
-    """Event time (s since 1970) at which the edge's retention reaches θ_e."""
-    return seconds(pair.last) + edge_lifetime(pair.count, params)
+def edge_dues_s(counts: np.ndarray, lasts_us: np.ndarray, params: DecayParams) -> np.ndarray:
+    """Per edge, the event time (s since 1970) at which its retention reaches
+    θ_e: its last co-occurrence (µs over 10^6) plus `edge_lifetime`,
+    S · max(c, 1) · ln(1/θ_e) (inf when θ_e ≤ 0), the same operations on arrays."""
+    if params.edge_threshold <= 0:
+        lifetime = np.full(len(counts), math.inf)
+    else:
+        lifetime = params.edge_stability_s * np.maximum(counts, 1) * math.log(1.0 / params.edge_threshold)
+    return lasts_us / 1e6 + lifetime
 
 
 class GraphView:
@@ -462,24 +468,13 @@ class GraphView:
             heapq.heapify(self._concept_due)
 
     def file_loaded_edges(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts_us: np.ndarray) -> None:
-        """File the due times of stored edges (`edge_due_s` of each, at once)."""
-        params = self.decay
-        if params.edge_threshold <= 0:
-            lifetime = np.full(len(counts), math.inf)
-        else:
-            lifetime = params.edge_stability_s * np.maximum(counts, 1) * math.log(1.0 / params.edge_threshold)
-        self._file_edges(lasts_us / 1e6 + lifetime, a, b)
+        """File the due times of stored edges (`edge_dues_s`)."""
+        self._file_edges(edge_dues_s(counts, lasts_us, self.decay), a, b)
 
     def note_pairs(self, pairs: PairTable) -> None:
-        """File the due time of each edge of `pairs` (`edge_due_s`: the last
-        co-occurrence in s, its µs over 10^6, plus the edge's lifetime, the
-        same operations on arrays)."""
-        decay, index = self.decay, self.index
-        if decay.edge_threshold <= 0:
-            lifetime = np.full(len(pairs), math.inf)
-        else:  # `edge_lifetime`: S · max(c, 1) · ln(1/θ_e)
-            lifetime = decay.edge_stability_s * np.maximum(pairs.counts, 1) * math.log(1.0 / decay.edge_threshold)
-        due = pairs.last_us / 1e6 + lifetime
+        """File the due time of each edge of `pairs` (`edge_dues_s`)."""
+        index = self.index
+        due = edge_dues_s(pairs.counts, pairs.last_us, self.decay)
         ends = [(index[a], index[b]) for a, b in pairs.edges]
         self._edge_noted += [(d, a, b) for d, (a, b) in zip(due.tolist(), ends)]
 
