@@ -581,10 +581,22 @@ class GraphView:
         split evenly, to its topic nodes (the rest to its neighbours, scaled
         by 1 − τ), and a topic node spreads evenly over its members: the
         hierarchical edges concept -> topic -> concept.
+
+        The function keeps each node's weights once computed: one query
+        spreads through the same hub rows in every iteration and every seed
+        group, and the counts do not change while it does (it runs between
+        two slices of the fold). So ask for a new one per query.
         """
         counts, n, size = self.counts, float(self.turns), self.size
+        known: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
         def weighted(i: int) -> tuple[np.ndarray, np.ndarray]:
+            found = known.get(i)
+            if found is None:
+                found = known[i] = computed(i)
+            return found
+
+        def computed(i: int) -> tuple[np.ndarray, np.ndarray]:
             if i >= size:
                 members = self._topic_members[i - size]
                 return members, np.full(len(members), 1.0 / max(len(members), 1))

@@ -67,3 +67,28 @@ def test_a_views_snapshot_holds_its_live_pairs_of_at_least_the_count_asked():
             assert pairs == _snapshot_pair_by_pair(view, minimum) and set(counts) == set(texts) == set(view.index)
             checked += len(pairs)
     assert checked > 0
+
+
+def test_a_querys_neighbours_compute_each_row_once_and_a_new_one_sees_new_counts(monkeypatch):
+    from emgas.processors.graph import GraphParams
+    from emgas.state import view as view_module
+    from emgas.tools.bench.core import synthetic_log
+    from emgas.tools.driver import LocalLog
+    from emgas.tools.synthetic import conversations
+
+    events = synthetic_log(conversations(300), GraphParams())
+    gid = events[0].graph_id
+    later = [e for e in events if e.type == "turn_ingested" and e.graph_id == gid][-10:]
+    log = LocalLog(GraphParams())
+    log.extend([e for e in events if e not in later])
+    graph = log.state.view(gid)
+    computed = []
+    real = view_module.outgoing_weights
+    monkeypatch.setattr(view_module, "outgoing_weights", lambda *a: computed.append(1) or real(*a))
+    hub = max(range(graph.size), key=lambda i: len(graph.neighbour_counts(i)[0]))
+    weighted = graph.neighbours("ppmi_norm", True)
+    idx, before = weighted(hub)
+    assert weighted(hub)[1] is before and len(computed) == 1  # kept for the query
+    log.extend(later)
+    again = log.state.view(gid).neighbours("ppmi_norm", True)
+    assert again(hub)[1].tolist() != before.tolist() and len(computed) == 2  # a new query: the new counts
