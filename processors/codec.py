@@ -60,12 +60,19 @@ def _no_reason_given(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def _pair_layout(obj: dict[str, Any]) -> dict[str, Any]:
+    """snapshot v1 -> v2: the layout of the records became a field; every v1
+    snapshot holds one record per pair and per link ("pairs")."""
+    return {**obj, "layout": "pairs"}
+
+
 # (type, version) -> function turning that version's dict into version + 1.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("turn_ingested", 1): _unversioned_graph,
     ("activation_query", 1): _unversioned_graph,
     ("activation_query", 2): _reinforcing,
     ("activation_reply", 1): _no_reason_given,
+    ("snapshot", 1): _pair_layout,
 }
 
 _GRAPH_EVENT = TypeAdapter(GraphEvent)

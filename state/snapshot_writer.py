@@ -27,7 +27,7 @@ from emgas.processors.events.log import SnapshotReason
 from emgas.processors.fold_codec import FoldEvent
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.snapshots import PART_BYTES, graph_content, graph_ids, snapshot_parts
+from emgas.state.snapshots import PART_BYTES, graph_ids, snapshot_parts, stored_content
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,14 @@ class SnapshotWriter:
         return [part for event, offset in requests for part in self.serve(state, event, offset)]
 
     def serve(self, state: PartitionState, event: SnapshotStarted, offset: int) -> list[Snapshot]:
-        """The parts of the graph's content now, as of `offset` (the marker's)."""
+        """The parts of the graph's content now, as of `offset` (the marker's),
+        as the store keeps it. A round's snapshots carry no digests: hashing
+        every record again costs as much as the rest of a snapshot, and a
+        round is the worker's own; asked for, after a forget or a re-base,
+        they do (what `emgas digest` prints)."""
         gid = event.graph_id
-        records = graph_content(state.txn, gid)
-        digests = partition_digests(state.repo, gid)
+        records = stored_content(state.txn, gid)
+        digests = partition_digests(state.repo, gid) if event.reason != "policy" else []
         part_bytes = self.policy.part_bytes if self.policy else PART_BYTES
         return snapshot_parts(gid, offset, records, digests, event.timestamp, part_bytes)
 

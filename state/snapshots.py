@@ -4,8 +4,11 @@ A graph's content is every record of its versions (`g`), their
 registration (`r`), its active version (`a`), forgotten turns (`x`) and
 forget requests (`y`): what a fold of the graph's events writes. A
 snapshot is that content as of the offset of a `SnapshotStarted`: the
-records in key order, length-prefixed, zlib-compressed, cut into parts
-below the broker's message size (`Snapshot` events, keyed by the graph).
+records in key order as the store keeps them (the `rows` layout;
+version 1 snapshots carried a record per pair and per link, the `pairs`
+layout, converted when restored), length-prefixed, zlib-compressed, cut
+into parts below the broker's message size (`Snapshot` events, keyed by
+the graph).
 
 The ledger here is what a fold keeps about the log itself: its identity
 (`LogStarted`), each graph's latest complete snapshot, the snapshot under
@@ -38,6 +41,7 @@ from typing import Iterable, Iterator
 from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
+from emgas.processors.events.log import SnapshotLayout
 from emgas.state import keys
 from emgas.state.rows import row_ids
 from emgas.state.store import PartitionStore
@@ -54,15 +58,31 @@ Records = list[tuple[bytes, bytes]]
 # -- a graph's content, packed and unpacked ------------------------------------
 
 
+def stored_content(store: PartitionStore, graph_id: str) -> Records:
+    """Every record of `graph_id`'s content as the store keeps it (the
+    `rows` layout, what snapshots carry), the active version first."""
+    active = store.get(keys.active(graph_id))
+    records: Records = [] if active is None else [(keys.active(graph_id), active)]
+    for prefix in keys.graph_content_prefixes(graph_id):
+        records.extend(store.scan(prefix))
+    return records
+
+
 def graph_content(store: PartitionStore, graph_id: str) -> Records:
-    """Every record of `graph_id`'s content, the active version first, in
-    the snapshot layout: pair rows as one record per pair (`as_pairs`),
-    links one record per link (`as_links`)."""
+    """`stored_content` in the `pairs` layout, whatever layout the store
+    keeps: pair rows as one record per pair (`as_pairs`), links one record
+    per link (`as_links`). What version 1 snapshots carry; two graphs are
+    equal when theirs are."""
     active = store.get(keys.active(graph_id))
     records: Records = [] if active is None else [(keys.active(graph_id), active)]
     for prefix in keys.graph_content_prefixes(graph_id):
         records.extend(as_links(as_pairs(store.scan(prefix))))
     return records
+
+
+def in_store_layout(records: Records) -> Records:
+    """`pairs`-layout records (`graph_content`'s) in the store's layout."""
+    return as_unlinks(as_rows(records))
 
 
 def as_links(records: Records) -> Records:
@@ -272,20 +292,27 @@ def _records(body: bytes) -> Records:
     return records
 
 
+# zlib's fastest level: a third of level 6's time for about a fifth more
+# bytes. Rounds start after the log grows by the last round's compressed
+# bytes (`state.snapshot_writer`), so larger snapshots come less often and
+# the log grows by the same bytes of snapshot per event.
+SNAPSHOT_ZLIB_LEVEL = 1
+
+
 def snapshot_parts(
     graph_id: str, as_of: int, records: Records, digests: Iterable[GraphDigest], at: datetime,
-    part_bytes: int = PART_BYTES,
+    part_bytes: int = PART_BYTES, layout: SnapshotLayout = "rows",
 ) -> list[Snapshot]:
-    """The `Snapshot` events of `records` as of offset `as_of`; the digests
-    and the records' SHA-256 ride on the last."""
+    """The `Snapshot` events of `records` (in `layout`) as of offset `as_of`;
+    the digests and the records' SHA-256 ride on the last."""
     body = _body(records)
-    blob = zlib.compress(body, 6)
+    blob = zlib.compress(body, SNAPSHOT_ZLIB_LEVEL)
     chunks = [blob[i : i + part_bytes] for i in range(0, len(blob), part_bytes)] or [b""]
     last = len(chunks) - 1
     return [
         Snapshot(
             graph_id=graph_id, as_of=as_of, part=i, parts=len(chunks),
-            data=base64.b64encode(chunk).decode(), digests=tuple(digests) if i == last else (),
+            data=base64.b64encode(chunk).decode(), layout=layout, digests=tuple(digests) if i == last else (),
             content_sha256=hashlib.sha256(body).hexdigest() if i == last else "", timestamp=at,
         )
         for i, chunk in enumerate(chunks)
@@ -293,8 +320,9 @@ def snapshot_parts(
 
 
 def assemble(parts: Iterable[Snapshot]) -> Records:
-    """The records of a complete snapshot from its parts (any order);
-    SnapshotMismatch if they are not the ones its writer serialised."""
+    """The records of a complete snapshot from its parts (any order), in
+    the store's layout whatever the snapshot's; SnapshotMismatch if they
+    are not the ones its writer serialised."""
     ordered = sorted(parts, key=lambda p: p.part)
     try:
         body = zlib.decompress(b"".join(base64.b64decode(p.data) for p in ordered))
@@ -304,16 +332,17 @@ def assemble(parts: Iterable[Snapshot]) -> Records:
     if expected and hashlib.sha256(body).hexdigest() != expected:
         raise SnapshotMismatch(f"its records hash to {hashlib.sha256(body).hexdigest()[:12]}, "
                                f"its writer's to {expected[:12]}")
-    return _records(body)
+    records = _records(body)
+    return in_store_layout(records) if ordered and ordered[-1].layout == "pairs" else records
 
 
 def replace_content(store: Transaction, graph_id: str, records: Records) -> None:
-    """Delete `graph_id`'s content and write `records` (snapshot layout) in its place."""
+    """Delete `graph_id`'s content and write `records` (the store's layout) in its place."""
     store.put(keys.active(graph_id), None)
     for prefix in keys.graph_content_prefixes(graph_id):
         for key, _ in list(store.scan(prefix)):
             store.put(key, None)
-    for key, value in as_unlinks(as_rows(records)):
+    for key, value in records:
         store.put(key, value)
 
 

@@ -11,7 +11,7 @@ from emgas.state import keys, links
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.snapshots import as_links, as_rows, as_unlinks, graph_content
+from emgas.state.snapshots import as_links, as_rows, as_unlinks, graph_content, in_store_layout, stored_content
 from emgas.state.scheduler import Scheduler
 from tests.support.factories import T0, ingested
 
@@ -134,8 +134,9 @@ def test_an_idle_graph_is_ticked_as_its_clock_moves_on_at_wall_speed():
 
 def test_links_a_tick_took_reach_snapshots_and_digests_as_link_records():
     """Links live in their passages but for the `u` records of a pruned
-    concept; a snapshot carries one record per link (format 4's layout) and
-    restores the same state, and the digest lists the links that are left."""
+    concept; a version 1 snapshot carried one record per link (format 4's
+    layout) and restores the same state, and the digest lists the links
+    that are left."""
     state = state_with(
         ingested("g", "t1", {"kafka": 0.8, "lag": 0.3}),
         ingested("g", "t2", {"lag": 0.2, "broker": 0.9}, minute=1),
@@ -154,16 +155,17 @@ def test_links_a_tick_took_reach_snapshots_and_digests_as_link_records():
     assert sorted(as_unlinks(carried)) == sorted(stored)
     assert links.of_version(state.repo.store, G) == [("broker", "t2"), ("kafka", "t1")]
     restored = PartitionState(MemoryStore(), PARAMS)
-    restored.restore("g", graph_content(state.txn, "g"))
+    restored.restore("g", in_store_layout(graph_content(state.txn, "g")))
     assert partition_digests(restored.repo) == partition_digests(state.repo)
     sources = lambda view: {cid: view.passage_ids[i] for cid, i in view.index.items()}  # noqa: E731
     assert sources(restored.view("g")) == sources(state.view("g")) == {"kafka": ["t1"], "broker": ["t2"]}
 
 
 def test_a_snapshot_of_a_state_restores_to_its_very_records():
-    """Snapshot layout and back (`as_pairs`, `as_links`; `as_rows`,
+    """The `pairs` layout and back (`as_pairs`, `as_links`; `as_rows`,
     `as_unlinks`): the store's records, in key order, of a graph whose tick
-    pruned a concept, a passage and edges."""
+    pruned a concept, a passage and edges, which the `rows` layout carries
+    as they are."""
     state = state_with(
         ingested("g", "t1", {"kafka": 0.8, "lag": 0.3, "broker": 0.5}),
         ingested("g", "t2", {"lag": 0.2, "broker": 0.9}, minute=1),
@@ -173,4 +175,4 @@ def test_a_snapshot_of_a_state_restores_to_its_very_records():
     state.commit()
     stored = [(keys.active("g"), state.txn.get(keys.active("g")))] if state.txn.get(keys.active("g")) else []
     stored += [record for prefix in keys.graph_content_prefixes("g") for record in state.txn.scan(prefix)]
-    assert as_unlinks(as_rows(graph_content(state.txn, "g"))) == stored
+    assert as_unlinks(as_rows(graph_content(state.txn, "g"))) == stored == stored_content(state.txn, "g")

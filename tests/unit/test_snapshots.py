@@ -3,6 +3,7 @@
 import base64
 from datetime import timedelta
 
+import orjson
 import pytest
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -18,7 +19,9 @@ from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.snapshot_writer import SnapshotPolicy
-from emgas.state.snapshots import LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, unpack
+from emgas.state.snapshots import (
+    LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, stored_content, unpack,
+)
 from emgas.state.steps import PartitionWorker
 from tests.support.factories import T0, ingested
 from tests.support.factories import FAST, VOCAB
@@ -77,6 +80,33 @@ def test_folding_a_snapshot_gives_the_digests_it_carries():
     fresh.restore("g", assemble(parts))
     assert {(d.graph_id, d.version): d.digest for d in parts[-1].digests} == digests(fresh)
     assert graph_content(fresh.txn, "g") == graph_content(log.state.txn, "g")
+
+
+def test_a_version_1_snapshot_in_the_pairs_layout_restores_the_same_graph():
+    """Snapshots written before the `rows` layout (schema version 1: a record
+    per pair and per link, no layout field) are upcast and converted."""
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"kafka": 0.5, "rust": 0.9}, 60), ({"lag": 0.7}, 90)], {1}, set())
+    old = []
+    for part in snapshot_parts("g", 7, graph_content(log.state.txn, "g"), [], AT, part_bytes=200, layout="pairs"):
+        raw = part.model_dump(mode="json")
+        del raw["layout"]
+        old.append(decode_graph_event(orjson.dumps({**raw, "schema_version": 1})))
+    assert len(old) > 1 and {p.layout for p in old} == {"pairs"}
+    fresh = PartitionState(MemoryStore(), FAST)
+    fresh.restore("g", assemble(old))
+    assert digests(fresh) == {k: v for k, v in digests(log.state).items() if k[0] == "g"}
+    assert stored_content(fresh.txn, "g") == stored_content(log.state.txn, "g")
+
+
+def test_a_rounds_snapshots_carry_no_digests_and_one_asked_for_does():
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"kafka": 0.5, "rust": 0.9}, 60)], set(), set())
+    log.state.ledger.set_identity(LogIdentity("L", -1))
+    log.extend(log.worker.snapshots.start_round(log.state, AT))
+    rounds = [e for e in log.log if isinstance(e, Snapshot)]
+    assert rounds and {e.layout for e in rounds} == {"rows"} and not any(e.digests for e in rounds)
+    log.append(marker("g"))
+    asked = [e for e in log.log[len(log.log) - log.log[::-1].index(marker("g")):] if isinstance(e, Snapshot)]
+    assert asked[-1].digests == tuple(partition_digests(log.state.repo, "g"))
 
 
 def checkpoint_of(log: LocalLog) -> tuple[int, Checkpoint]:
