@@ -14,10 +14,12 @@ one, so the graph gets one node per idea and queries for either part hit.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import threading
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from importlib.metadata import version as _version
 
@@ -99,7 +101,7 @@ def warm() -> None:
     process) and YAKE's stopwords (its import: 0.16 s), so the first passage
     a fold places and the first turn or query extracted do not."""
     _dictionary("en")
-    _yake("en", 1, 1)
+    stopword_set("en")
 
 
 # A language's lemmatiser dictionary loads once per process: a fold or an
@@ -154,7 +156,7 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
     """Each distinct content word once (id = lemma; text = first surface form):
     importance 0.8 when it is capitalised mid-sentence (a name), else 0.5;
     ordered by importance, then first position; at most `max_concepts`."""
-    stopwords = _yake(language, 1, 1).stopword_set
+    stopwords = stopword_set(language)
     found: dict[str, tuple[float, int, str]] = {}
     for position, match in enumerate(_TOKEN.finditer(text)):
         word = _POSSESSIVE.sub("", match.group())
@@ -188,7 +190,7 @@ def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
     if language == "zh":
         words += [_chinese_id(term) for term in chinese.terms(text)]
     else:  # a name typed in lower case ("maria") is found as its capitalised self
-        stopwords = _yake(language, 1, 1).stopword_set
+        stopwords = stopword_set(language)
         words += [lemma(t.capitalize(), language) for t in _TOKEN.findall(text) if t.islower() and t not in stopwords]
     return tuple(dict.fromkeys(x for x in ids + words if x))
 
@@ -215,8 +217,28 @@ def _previous_char(text: str, position: int) -> str | None:
 
 def content_words(text: str, language: str = "en") -> list[str]:
     """Lemmas of the words of `text` that are not stopwords (YAKE's list), lower case."""
-    stopwords = _yake(language, 1, 1).stopword_set
+    stopwords = stopword_set(language)
     return [lemma(w, language) for w in _TOKEN.findall(text) if w.lower() not in stopwords]
+
+
+@lru_cache(maxsize=16)
+def stopword_set(language: str) -> frozenset[str]:
+    """YAKE's stopword list for `language` (its `stopword_set`, as its
+    `KeywordExtractor._load_stopwords` reads it: the file of the language's
+    first two letters, else the language-free one, lower-cased lines), read
+    from YAKE's package without importing it: the import takes 0.2 s
+    (networkx), which only the `yake` method's key phrases need."""
+    spec = importlib.util.find_spec("yake")
+    assert spec is not None and spec.submodule_search_locations, "yake is a dependency"
+    lists = Path(next(iter(spec.submodule_search_locations))) / "core" / "StopwordsList"
+    path = lists / f"stopwords_{language[:2].lower()}.txt"
+    if not path.exists():
+        path = lists / "stopwords_noLang.txt"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        text = path.read_text(encoding="ISO-8859-1")
+    return frozenset(text.lower().split("\n"))
 
 
 @lru_cache(maxsize=16)

@@ -109,14 +109,14 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    # The fold's compiled loops, WordNet and the encoder load beside the start,
-    # not in a first fold or on a first query (`Warming`).
+    # What queries need (the lemmatiser, WordNet, the encoder), then the fold's
+    # compiled loops, load beside the start, not on a first query or in a
+    # first fold (`Warming`).
     def warm() -> None:
-        kernels.warm()
         extract.warm()
         warm_up(settings.activation, settings.word_vectors_cache)
 
-    warming = Warming(warm)
+    warming = Warming(warm, then=kernels.warm)
     recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]

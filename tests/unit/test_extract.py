@@ -79,3 +79,13 @@ def test_names_keep_their_form_and_words_their_lemma(text, expected):
 
 def test_a_name_typed_in_lower_case_still_seeds_the_name():
     assert "maria" in query_seeds("when did maria go to the beach?", P)
+
+
+@pytest.mark.parametrize("language", ["en", "de", "zh", "xx"])
+def test_the_stopwords_are_yakes_own_read_without_importing_it(language):
+    import yake
+
+    from emgas.processors.extract import stopword_set
+
+    assert stopword_set(language) == yake.KeywordExtractor(lan=language).stopword_set
+    assert "the" in stopword_set("en")

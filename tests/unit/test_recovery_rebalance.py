@@ -122,3 +122,17 @@ async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready
     assert recovery.recoveries[3]["records_read"] == 5 and recovery.recoveries[3]["failed_tries"] == tries
     said = [r.getMessage() for r in caplog.records if r.name == recovery_module.log.name]
     assert len([s for s in said if "catch-up of partition 3 failed" in s]) == tries
+
+
+def test_warming_is_done_once_what_queries_need_is_loaded_not_the_folds_loops():
+    from emgas.streams.runtime.recovery import Warming
+
+    release, loaded = threading.Event(), []
+    warming = Warming(lambda: loaded.append("queries"), then=lambda: release.wait(10) and loaded.append("fold"))
+
+    async def waited() -> list[str]:
+        await asyncio.wait_for(warming.wait(), 5)
+        return list(loaded)
+
+    assert asyncio.run(waited()) == ["queries"]  # the fold's part is still held
+    release.set()
