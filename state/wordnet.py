@@ -5,12 +5,10 @@ install wordnet-base`: /usr/share/wordnet) or any WNDB directory the entry
 point names with `use_directory` (the `wordnet_dir` setting, EMGAS_WORDNET_DIR). Only what `processors.expansion` reads is kept: each
 synset's lemmas and its hypernym, hyponym and derivation pointers, the
 index (lemma -> synsets, most frequent sense first) and the exception
-lists of morphology. Parsing takes about 3 s; the result is cached under
-the cache directory (about 4 MB: marshal, which reads plain lists and
-dicts about twice as fast as pickle, compressed by zlib at its fastest
-level), keyed by the files' sizes and the Python version (marshal's format
-is the interpreter's), and loads in about 0.25 s. In memory it costs about 140 MB, so it is
-loaded on the first query that needs it, once per process.
+lists of morphology. Parsing takes about 3 s; the result is kept under the
+cache directory in an SQLite file read on demand (`state.wordnet_db`):
+opening it takes a millisecond, and a process holds the synsets and lemmas
+its queries read, not the whole parse (about 140 MB, 0.23 s to load).
 
 Licence: WordNet 3.0 licence (permissive; /usr/share/doc/wordnet-base/copyright).
 """
@@ -22,8 +20,9 @@ import threading
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Iterable
 
-from emgas.state import parse_cache
+from emgas.state import parse_cache, wordnet_db
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,6 @@ _RULES = {
     "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
     "r": (),
 }
-_CACHE_VERSION = 3
 DEFAULT_DIRS = (Path("/usr/share/wordnet"), Path("/usr/local/share/wordnet"), Path("/opt/homebrew/share/wordnet"))
 
 
@@ -91,9 +89,10 @@ def _norm(word: str) -> str:
 
 class WordNet:
     """Synsets are ints. words[s]: its lemmas; rel[s]: kind -> ((target, source word, target word), ...),
-    word numbers 1-based, 0 for a pointer between whole synsets; index: lemma -> pos -> synsets."""
+    word numbers 1-based, 0 for a pointer between whole synsets; index: lemma -> pos -> synsets. Each
+    is a list or dict, or (loaded from the cache) a `wordnet_db.Table` read on demand."""
 
-    def __init__(self, words: list, rel: list, index: dict, exceptions: dict) -> None:
+    def __init__(self, words: Any, rel: Any, index: Any, exceptions: dict) -> None:
         self.words, self.rel, self.index, self.exceptions = words, rel, index, exceptions
 
     @classmethod
@@ -102,7 +101,7 @@ class WordNet:
         if cache_dir is None:
             return cls(*_parse(directory))
         sizes = sorted((f.name, f.stat().st_size) for f in directory.iterdir() if f.is_file())
-        return cls(*parse_cache.cached(cache_dir, "wordnet", _CACHE_VERSION, sizes, lambda: _parse(directory), "WordNet"))
+        return cls(*wordnet_db.opened(cache_dir, sizes, lambda: _parse(directory)))
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """Lemmas of `word` as part of speech `pos` that WordNet has (its morphy)."""
@@ -159,6 +158,7 @@ class WordNet:
         """Lemmas under `synsets` by hyponym pointers, up to `depth` steps: lemma -> steps (nearest)."""
         steps = {s: 0 for s in synsets}
         queue = deque(synsets)
+        _fill(self.rel, synsets)
         while queue:
             s = queue.popleft()
             if steps[s] < depth:
@@ -166,11 +166,21 @@ class WordNet:
                     if t not in steps:
                         steps[t] = steps[s] + 1
                         queue.append(t)
+                if queue and steps[queue[0]] > steps[s]:  # the next level: read its rows at once
+                    _fill(self.rel, (t for t in queue if steps[t] < depth))
+        _fill(self.words, steps)
         out: dict[str, int] = {}
         for s, d in sorted(steps.items(), key=lambda item: item[1]):
             for w in self.words[s]:
                 out.setdefault(w, d)
         return out
+
+
+def _fill(table: Any, keys: Iterable[int]) -> None:
+    """Have a table read from the file read the rows of `keys` at once (lists: nothing to do)."""
+    fill = getattr(table, "fill", None)
+    if fill is not None:
+        fill(keys)
 
 
 def _parse(directory: Path) -> tuple[list, list, dict, dict]:
