@@ -17,7 +17,6 @@ import faust
 
 from emgas.processors import extract
 from emgas.processors.extract import extractor_id
-from emgas.state import kernels
 from emgas.state.retrieval import warm_up
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
@@ -92,6 +91,17 @@ class RebalanceStart(faust.Sensor):
         return super().on_rebalance_start(app)
 
 
+def warm_for_queries(settings: Settings) -> None:
+    """What a worker's queries need, loaded beside its start rather than on
+    its first query (`Warming`). Not the fold's compiled loops: loading them
+    (numba, 0.4 s) beside a partition that had just caught up delayed its
+    first answers by about as long; the first fold that needs them loads
+    them, once per process (a catch-up of turns at once, a takeover from a
+    snapshot at its first new turn)."""
+    extract.warm()
+    warm_up(settings.activation, settings.word_vectors_cache)
+
+
 def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     """The worker for `settings`: its Faust app, partition states, recovery, agents and query server."""
     check_versions()
@@ -109,14 +119,7 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    # What queries need (the lemmatiser, WordNet, the encoder), then the fold's
-    # compiled loops, load beside the start, not on a first query or in a
-    # first fold (`Warming`).
-    def warm() -> None:
-        extract.warm()
-        warm_up(settings.activation, settings.word_vectors_cache)
-
-    warming = Warming(warm, then=kernels.warm)
+    warming = Warming(lambda: warm_for_queries(settings))
     recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]

@@ -64,31 +64,23 @@ class LogResetStop(Exception):
 
 
 class Warming:
-    """What queries need (`load`: the lemmatiser, WordNet, the encoder: about
-    0.8 s), loaded in a thread while the worker starts, joins its group and
+    """What queries need (the lemmatiser, CC-CEDICT, the encoder: about
+    0.4 s), loaded in a thread while the worker starts, joins its group and
     reads its partitions' checkpoints, instead of before: a partition taken
-    over is ready about a second sooner. `then` (the fold's compiled loops:
-    0.4 s) loads after it, and no partition waits for it: a catch-up whose
-    fold needs them waits for them there (they load under a lock), and one
-    that needs none (a tail of snapshot records) is not held for them. A
-    load that fails costs the queries their expansion (said in the log),
-    not the worker."""
+    over is ready that much sooner. A load that fails costs the queries
+    their expansion (said in the log), not the worker."""
 
-    def __init__(self, load: Callable[[], None], then: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, load: Callable[[], None]) -> None:
         self._done = threading.Event()
-        threading.Thread(target=self._run, args=(load, then), name="emgas-warm-up", daemon=True).start()
+        threading.Thread(target=self._run, args=(load,), name="emgas-warm-up", daemon=True).start()
 
-    def _run(self, load: Callable[[], None], then: Callable[[], None]) -> None:
+    def _run(self, load: Callable[[], None]) -> None:
         try:
             load()
         except Exception:  # noqa: BLE001 - queries load what they need themselves then
-            log.exception("warming up at start (the lemmatiser, WordNet, the encoder) failed")
+            log.exception("warming up at start (the lemmatiser, CC-CEDICT, the encoder) failed")
         finally:
             self._done.set()
-        try:
-            then()
-        except Exception:  # noqa: BLE001 - the fold loads them itself then
-            log.exception("loading the fold's compiled loops at start failed")
 
     async def wait(self) -> None:
         while not self._done.is_set():  # polled: a thread of the default pool per waiting partition would starve it

@@ -124,15 +124,16 @@ async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready
     assert len([s for s in said if "catch-up of partition 3 failed" in s]) == tries
 
 
-def test_warming_is_done_once_what_queries_need_is_loaded_not_the_folds_loops():
-    from emgas.streams.runtime.recovery import Warming
 
-    release, loaded = threading.Event(), []
-    warming = Warming(lambda: loaded.append("queries"), then=lambda: release.wait(10) and loaded.append("fold"))
+def test_a_workers_warm_up_loads_what_queries_need_not_the_folds_compiled_loops(monkeypatch):
+    from emgas.processors import extract
+    from emgas.state import kernels
+    from emgas.streams.runtime import compose
 
-    async def waited() -> list[str]:
-        await asyncio.wait_for(warming.wait(), 5)
-        return list(loaded)
-
-    assert asyncio.run(waited()) == ["queries"]  # the fold's part is still held
-    release.set()
+    loaded = []
+    monkeypatch.setattr(kernels, "_compile", lambda: loaded.append("kernels"))
+    monkeypatch.setattr(extract, "warm", lambda: loaded.append("lemmatiser"))
+    monkeypatch.setattr(compose, "warm_up", lambda params, vectors: loaded.append(("expansion", vectors)))
+    settings = Settings()
+    compose.warm_for_queries(settings)
+    assert loaded == ["lemmatiser", ("expansion", settings.word_vectors_cache)]
