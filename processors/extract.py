@@ -292,15 +292,21 @@ def _minimal_cover(candidates: list[Concept]) -> tuple[Concept, ...]:
         if c.id not in best or c.importance > best[c.id].importance:
             best[c.id] = c
     importance = {cid: c.importance for cid, c in best.items()}
+    # Only an id of several words contains another (a one-word id holds no
+    # inner space for a shorter id to start or end at), and only a shorter
+    # one: most ids, and nearly every Chinese one, need no comparison at all.
     kept = []
     for cid in best:
-        parts = [other for other in best if other != cid and _contains(cid, other)]
+        parts = [other for other in best if len(other) < len(cid) and _contains(cid, other)] if " " in cid else []
         if parts:
             for part in parts:
                 importance[part] = max(importance[part], importance[cid])
         else:
             kept.append(cid)
-    concepts = [best[cid].model_copy(update={"importance": importance[cid]}) for cid in kept]
+    concepts = [
+        best[cid] if importance[cid] == best[cid].importance else best[cid].model_copy(update={"importance": importance[cid]})
+        for cid in kept
+    ]
     return tuple(sorted(concepts, key=lambda c: (-c.importance, c.id)))
 
 

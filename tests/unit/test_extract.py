@@ -1,6 +1,7 @@
 """Concept extraction: lemmatisation, n-gram dedup, Chinese, determinism."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from emgas.processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
 
@@ -89,3 +90,34 @@ def test_the_stopwords_are_yakes_own_read_without_importing_it(language):
 
     assert stopword_set(language) == yake.KeywordExtractor(lan=language).stopword_set
     assert "the" in stopword_set("en")
+
+
+def _cover_by_every_pair(candidates):
+    """`_minimal_cover` as first written: every id compared with every other."""
+    from emgas.processors.extract import _contains
+
+    best = {}
+    for c in candidates:
+        if c.id not in best or c.importance > best[c.id].importance:
+            best[c.id] = c
+    importance = {cid: c.importance for cid, c in best.items()}
+    kept = []
+    for cid in best:
+        parts = [other for other in best if other != cid and _contains(cid, other)]
+        for part in parts:
+            importance[part] = max(importance[part], importance[cid])
+        if not parts:
+            kept.append(cid)
+    return tuple(sorted((best[c].model_copy(update={"importance": importance[c]}) for c in kept),
+                        key=lambda c: (-c.importance, c.id)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from(["kafka", "lag", "consumer", "日志", "a"]), min_size=1, max_size=3),
+                          st.floats(0.01, 1.0)), max_size=12))
+def test_the_minimal_cover_compares_only_phrases_with_shorter_ids_and_gives_what_every_pair_did(raw):
+    from emgas.processors.events import Concept
+    from emgas.processors.extract import _minimal_cover
+
+    candidates = [Concept(id=" ".join(words), text=" ".join(words), importance=w) for words, w in raw]
+    assert _minimal_cover(candidates) == _cover_by_every_pair(candidates)
