@@ -87,7 +87,8 @@ class Database:
     """The file, opened read-only; safe to read from several threads."""
 
     def __init__(self, path: Path) -> None:
-        self._connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        # as_uri quotes what a URI must not hold bare (a space, "?", "#", "%").
+        self._connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
         if self._values("SELECT key, value FROM meta WHERE key IN ({})", ["format"]).get("format") != FORMAT:
             raise sqlite3.DatabaseError("not a WordNet file of this format")

@@ -360,7 +360,7 @@ def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the
     parsed = ([("dog",), ("hound", "dog")], [{"hyper": ((1, 0, 0),)}, {}], {"dog": {"n": (0,)}}, {"n": {"dogs": ("dog",)}})
     parses = []
     monkeypatch.setattr(module, "_parse", lambda directory: parses.append(directory) or parsed)
-    cache = tmp_path / "cache"
+    cache = tmp_path / "a cache #1?"  # characters a file URI must quote
     first = WordNet.load(source, cache)
     again = WordNet.load(source, cache)
     assert len(parses) == 1 and read_whole(again) == read_whole(first) == parsed
