@@ -98,9 +98,10 @@ class GraphView:
         self._adjacency = Adjacency()
         self._adjacency.on_new_edges = self._file_new_edges
         self.passage_ids: list[list[str]] = []
-        # Where each passage sits: (session, seq) <-> turn id, for context.
+        # Where each passage sits: turn id -> (session, seq), and per session
+        # seq -> turn id (context looks up a passage's neighbours by seq).
         self.place_of: dict[str, tuple[str | None, int]] = {}
-        self.turn_at: dict[tuple[str | None, int], str] = {}
+        self._seats: dict[str | None, dict[int, str]] = {}
         # Who said each passage (`speaker_key`), and each session's turns
         # in arrival order: what the ranking's speaker and session steps read.
         self.speaker_of: dict[str, str] = {}
@@ -395,7 +396,7 @@ class GraphView:
             self.forget_passage(passage.turn_id)
         key = (passage.session_id, passage.seq)
         self.place_of[passage.turn_id] = key
-        self.turn_at[key] = passage.turn_id
+        self._seats.setdefault(passage.session_id, {})[passage.seq] = passage.turn_id
         speaker = self.speaker_of[passage.turn_id] = speaker_key(passage.speaker)
         self._speaker_passages[speaker] = self._speaker_passages.get(speaker, 0) + 1
         if passage.session_id is not None:
@@ -405,7 +406,11 @@ class GraphView:
         key = self.place_of.pop(turn_id, None)
         self._unfile_speaker(turn_id)
         if key is not None:
-            self.turn_at.pop(key, None)
+            seats = self._seats.get(key[0])
+            if seats is not None and seats.get(key[1]) == turn_id:
+                del seats[key[1]]
+                if not seats:
+                    del self._seats[key[0]]
             session = key[0]
             members = self.session_turns.get(session) if session is not None else None
             if session is not None and members is not None:
@@ -440,12 +445,14 @@ class GraphView:
     def context(self, turn_id: str, window: int) -> list[tuple[str, int]]:
         """Turns of the same session within `window` places of `turn_id`, with their distance."""
         session, seq = self.place_of[turn_id]
+        seats = self._seats[session]
         found = []
         for d in range(1, window + 1):
-            for other in (seq - d, seq + d):
-                neighbour = self.turn_at.get((session, other))
-                if neighbour is not None:
-                    found.append((neighbour, d))
+            before, after = seats.get(seq - d), seats.get(seq + d)
+            if before is not None:
+                found.append((before, d))
+            if after is not None:
+                found.append((after, d))
         return found
 
     def _file_concepts(self) -> None:
