@@ -41,6 +41,7 @@ from typing import Iterable, Iterator
 from emgas.processors.events import (
     Checkpoint, GraphDigest, Snapshot, SnapshotLocation, SnapshotStarted,
 )
+from emgas.processors.codec import decode_graph_event
 from emgas.processors.events.log import SnapshotLayout
 from emgas.state import keys
 from emgas.state.rows import row_ids
@@ -495,7 +496,8 @@ class Ledger:
         if not pending.base:
             self._drop_pending(gid)
             return Completed(location, base=False, digests=event.digests)
-        parts = [Snapshot.model_validate_json(raw) for _, raw in self.store.scan(keys.graph_keyed(keys.PART, gid))]
+        # Through the codec: parts kept by an earlier version (schema version 1) are upcast.
+        parts = [_snapshot_part(raw) for _, raw in self.store.scan(keys.graph_keyed(keys.PART, gid))]
         recorded = [
             (keys.offset_after(key, keys.graph_keyed(keys.RECORDED, gid)), raw)
             for key, raw in self.store.scan(keys.graph_keyed(keys.RECORDED, gid))
@@ -510,6 +512,12 @@ class Ledger:
             for key, _ in list(self.store.scan(prefix)):
                 self.store.put(key, None)
         self._base_pending.discard(graph_id)
+
+
+def _snapshot_part(raw: bytes) -> Snapshot:
+    part = decode_graph_event(raw)
+    assert isinstance(part, Snapshot), "the ledger keeps snapshot parts only"
+    return part
 
 
 def graph_ids(store: PartitionStore) -> list[str]:

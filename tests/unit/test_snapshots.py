@@ -257,3 +257,19 @@ def test_parts_that_are_not_what_their_writer_wrote_are_refused():
 def test_records_packed_at_any_level_unpack_alike(level):
     records = [(b"g\x00c\x00kafka", b'{"count":3}'), (b"g\x00t\x00t1", "é 中文".encode() * 50), (b"g\x00z", b"")]
     assert unpack(pack(records, level)) == unpack(pack(records)) == records
+
+
+def test_a_base_snapshots_parts_kept_by_an_earlier_version_complete_through_the_upcast():
+    from emgas.state import keys
+
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"rust": 0.9, "lag": 0.2}, 30)], set(), set(), graphs=("g",))
+    state = folded(log.log)
+    before = digests(state)
+    parts = snapshot_parts("g", 10, graph_content(state.txn, "g"), [], AT, part_bytes=200, layout="pairs")
+    assert len(parts) > 1 and state.apply(marker("g", base=True), 10) == Outcome.SNAPSHOT_STARTED
+    assert state.apply(parts[0], 11) == Outcome.SNAPSHOT_PART
+    kept = parts[0].model_dump(mode="json")
+    del kept["layout"]  # as version 1 wrote it into the state
+    state.txn.put(keys.offset_key(keys.graph_keyed(keys.PART, "g"), 0), orjson.dumps({**kept, "schema_version": 1}))
+    outcomes = [state.apply(part, 12 + i) for i, part in enumerate(parts[1:])]
+    assert outcomes[-1] == Outcome.SNAPSHOT_COMPLETED and digests(state) == before
