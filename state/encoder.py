@@ -26,7 +26,7 @@ import logging
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
@@ -123,7 +123,7 @@ class Encoder:
         model = verified(model or _package_dir(MODEL_PACKAGE) / "model.onnx", PINNED["model.onnx"])
         vocabulary = verified(vocabulary or _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE, PINNED["tokenizer.json"])
         try:
-            import onnxruntime  # noqa: F401 - here, so a missing package is said when the encoder loads
+            import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise DenseUnavailable(f"the dense baseline needs {exc.name}: pip install -e '.[dense]' in a clone of emgas") from exc
@@ -132,25 +132,9 @@ class Encoder:
         # longest text of a batch instead and cut where the model was trained to.
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._model = model
-        # The session (0.2 s to build) is built on the first encoding, not here: a
-        # worker whose words are all in its word store (`state.word_store`) may never
-        # need it, and its start (a takeover's first answer) should not wait for it.
-        self._session: Any = None
-        self._building = threading.Lock()
-
-    def _model_session(self) -> Any:
-        if self._session is None:
-            import onnxruntime
-
-            with self._building:
-                if self._session is None:
-                    options = onnxruntime.SessionOptions()
-                    options.log_severity_level = 3
-                    self._session = onnxruntime.InferenceSession(
-                        str(self._model), options, providers=["CPUExecutionProvider"]
-                    )
-        return self._session
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: Iterable[str]) -> np.ndarray:
         texts = list(texts)
@@ -166,7 +150,7 @@ class Encoder:
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        hidden = self._model_session().run(
+        hidden = self._session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )[0]
         weights = mask[..., None].astype(np.float32)

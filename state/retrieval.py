@@ -196,9 +196,10 @@ def _similar(
 
 def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
     """Load what query expansion needs (WordNet's file opened, parsed once
-    per machine; CC-CEDICT; the encoder's files checked and its tokenizer
-    read: about 0.15 s, its model session waits for a first word to encode)
-    now, so the first query a worker answers does not wait for them.
+    per machine; CC-CEDICT; the encoder: about 0.35 s) now, so the first
+    query a worker answers does not wait for them. The encoder's session
+    (157 MiB) is built here, not on a first word to encode: then a worker's
+    memory jumped mid-service, when it met one.
     `word_vectors`: a worker's folder for word vectors kept across processes;
     given, new concepts are encoded in the background, never on a query
     (`state.semantic`)."""

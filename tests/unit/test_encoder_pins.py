@@ -110,12 +110,3 @@ def test_with_a_doctored_model_the_dense_baselines_are_skipped_with_the_reason(
     names, skipped = evaluation._runnable(())
     assert "dense" not in names and "emgas" in names
     assert "not the pinned ones" in skipped["dense"] and "model.onnx" in skipped["dense"]
-
-
-def test_the_model_session_is_built_on_the_first_encoding_not_when_the_encoder_loads():
-    installed_files()
-    encoder = enc.Encoder()
-    assert encoder._session is None  # loading verified the files and read the tokenizer only
-    first = encoder.encode(["a cat on the sofa", "kafka"])
-    assert encoder._session is not None and first.shape == (2, 384)
-    assert abs(encoder.encode(["kafka"])[0] - first[1]).max() < 1e-5  # alone or in a batch alike
