@@ -97,9 +97,9 @@ def normalise(phrase: str, language: str) -> str:
 
 
 def warm() -> None:
-    """Load the English lemmatiser's dictionary (about 0.3 s, once per
-    process) and YAKE's stopwords (its import: 0.16 s), so the first passage
-    a fold places and the first turn or query extracted do not."""
+    """Load the English lemmatiser's dictionary (about 0.13 s, once per
+    process) and YAKE's English stopwords (`stopword_set`), so the first
+    passage a fold places and the first turn or query extracted do not."""
     _dictionary("en")
     stopword_set("en")
 
