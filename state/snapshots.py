@@ -74,11 +74,7 @@ def graph_content(store: PartitionStore, graph_id: str) -> Records:
     keeps: pair rows as one record per pair (`as_pairs`), links one record
     per link (`as_links`). What version 1 snapshots carry; two graphs are
     equal when theirs are."""
-    active = store.get(keys.active(graph_id))
-    records: Records = [] if active is None else [(keys.active(graph_id), active)]
-    for prefix in keys.graph_content_prefixes(graph_id):
-        records.extend(as_links(as_pairs(store.scan(prefix))))
-    return records
+    return as_links(as_pairs(stored_content(store, graph_id)))
 
 
 def in_store_layout(records: Records) -> Records:

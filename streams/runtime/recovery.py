@@ -64,8 +64,8 @@ class LogResetStop(Exception):
 
 
 class Warming:
-    """What queries need (the lemmatiser, CC-CEDICT, the encoder: about
-    0.4 s), loaded in a thread while the worker starts, joins its group and
+    """What queries need (the lemmatiser, WordNet's file, CC-CEDICT, the
+    encoder: about 0.45 s), loaded in a thread while the worker starts, joins its group and
     reads its partitions' checkpoints, instead of before: a partition taken
     over is ready that much sooner. A load that fails costs the queries
     their expansion (said in the log), not the worker."""
@@ -78,7 +78,7 @@ class Warming:
         try:
             load()
         except Exception:  # noqa: BLE001 - queries load what they need themselves then
-            log.exception("warming up at start (the lemmatiser, CC-CEDICT, the encoder) failed")
+            log.exception("warming up at start (the lemmatiser, WordNet, CC-CEDICT, the encoder) failed")
         finally:
             self._done.set()
 
