@@ -10,7 +10,8 @@
               until the new one has caught up and announced itself
 
 The agents decode, call one step function (`state.steps`), persist and
-emit. The apply agent takes events in batches and commits each batch as
+emit. They take each fetch's records as one batch (`streams.runtime.intake`),
+not one by one through Faust's streams; the apply agent commits each batch as
 `streams.runtime.checkpoint` says; on a timer, the worker appends the ticks due to
 idle graphs: forgetting is in the log.
 
@@ -46,6 +47,7 @@ from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
+from emgas.streams.runtime.intake import Intake
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App
@@ -150,64 +152,83 @@ class Agents:
                  output: Output, extraction: Extraction, commit_hold_s: float = 0.0) -> None:
         self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
         self.output, self.extraction = output, extraction
+        self.intake = Intake([settings.turns_topic, settings.graph_events_topic])
         self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
         self.pacing = CommitPacing(settings.state_commit_interval_s)
 
-    def register(self, app: faust.App) -> None:
+    def register(self, app: App) -> None:
+        """Subscribe to the two topics and run the agents on their records, a
+        fetch's batch at a time (`streams.runtime.intake`)."""
         settings = self.settings
-        turns = _topic(app, settings.turns_topic, settings.turn_partitions)
-        graph_events = _topic(app, settings.graph_events_topic, settings.partitions)
-        app.agent(turns, name="extract")(self.extract_turns)
-        app.agent(graph_events, name="apply")(self.apply_events)
+        for name, partitions in ((settings.turns_topic, settings.turn_partitions),
+                                 (settings.graph_events_topic, settings.partitions)):
+            app.topics.add(_topic(app, name, partitions))  # what the consumer subscribes to
+        app.take_in_batches(self.intake)
+        app.task(self.extract_turns)
+        app.task(self.apply_events)
         if settings.graph.idle_check_s > 0:
             app.timer(settings.graph.idle_check_s)(self.tick_graphs)
 
-    async def extract_turns(self, stream: Any) -> None:
-        # Turns come in batches; their graph events are sent without waiting
-        # for each ack, and the batch's acks are awaited before its turns
-        # are acknowledged (so their offsets can be committed): a turn is
-        # never committed before its graph event is in the log.
-        settings, output = self.settings, self.output
-        async for events in stream.take_events(settings.extract_batch, within=settings.extract_batch_wait_s):
-            turns = []
-            for event in events:
-                try:
-                    now = datetime.now(timezone.utc)
-                    turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), event.message.value)  # noqa: B023
-                    turns.append((event.message, turn))
-                except DecodeError as err:
-                    await output.to_dlq(event.message, err)
-            pending = []
-            for (message, _), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
-                if isinstance(result, str):  # extraction failed on this turn only
-                    await output.to_dlq(message, DecodeError("extraction_failed", result))
-                    continue
-                pending.append(await output.app.producer.send(
-                    settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
-                ))
-            await asyncio.gather(*pending)
-            self.metrics.turns.inc(len(pending))
+    async def extract_turns(self) -> None:
+        """Each batch of turns, `extract_batch` at a time, then the batch is done."""
+        while True:
+            batch = await self.intake.take(self.settings.turns_topic)
+            size = self.settings.extract_batch
+            for start in range(0, len(batch.records), size):
+                await self.extract(batch.records[start:start + size])
+            self.intake.done(batch)
 
-    async def apply_events(self, stream: Any) -> None:
-        settings = self.settings
-        async for events in stream.take_events(settings.apply_batch, within=settings.apply_batch_wait_s):
-            checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading)
-            pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
-            for event in events:
-                message = event.message
-                try:
-                    graph_event = guarded(decode_for_fold, message.value)
-                except DecodeError as err:
-                    await self.output.to_dlq(message, err)
-                    continue
-                if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
-                    await self.apply_batch(message.partition, pending.pop(message.partition, []), checkpoint)
-                    await self.apply_one(message, graph_event, checkpoint)
-                else:
-                    pending.setdefault(message.partition, []).append((graph_event, message.offset, message.value))
-            for partition, batch in pending.items():
-                await self.apply_batch(partition, batch, checkpoint)
-            await checkpoint.commit()
+    async def extract(self, records: list[Any]) -> None:
+        # The graph events are sent without waiting for each ack, and the
+        # acks are awaited before the turns are done (so their offsets can
+        # be committed): a turn is never committed before its graph event
+        # is in the log.
+        settings, output = self.settings, self.output
+        turns = []
+        for record in records:
+            try:
+                now = datetime.now(timezone.utc)
+                turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), record.value)  # noqa: B023
+                turns.append((record, turn))
+            except DecodeError as err:
+                await output.to_dlq(record, err)
+        pending = []
+        for (record, _), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
+            if isinstance(result, str):  # extraction failed on this turn only
+                await output.to_dlq(record, DecodeError("extraction_failed", result))
+                continue
+            pending.append(await output.app.producer.send(
+                settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
+            ))
+        await asyncio.gather(*pending)
+        self.metrics.turns.inc(len(pending))
+
+    async def apply_events(self) -> None:
+        """Each batch of graph events, `apply_batch` at a time, then the batch is done."""
+        while True:
+            batch = await self.intake.take(self.settings.graph_events_topic)
+            size = self.settings.apply_batch
+            for start in range(0, len(batch.records), size):
+                await self.apply(batch.records[start:start + size])
+            self.intake.done(batch)
+
+    async def apply(self, records: list[Any]) -> None:
+        checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading)
+        pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
+        for record in records:
+            try:
+                graph_event = guarded(decode_for_fold, record.value)
+            except DecodeError as err:
+                await self.output.to_dlq(record, err)
+                continue
+            if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
+                await self.apply_batch(record.partition, pending.pop(record.partition, []), checkpoint)
+                await self.apply_one(record, graph_event, checkpoint)
+            else:
+                pending.setdefault(record.partition, []).append((graph_event, record.offset, record.value))
+        for partition, events in pending.items():
+            await self.apply_batch(partition, events, checkpoint)
+        await checkpoint.commit()
 
     async def apply_batch(self, partition: int, batch: list[tuple[FoldEvent, int, bytes]], checkpoint: Checkpoint) -> None:
         """Fold a partition's events in slices of `APPLY_SLICE`, letting the
@@ -227,27 +248,27 @@ class Agents:
                 self.metrics.applied.labels(kind, outcome).inc(n)
             checkpoint.add(worker, due)
 
-    async def apply_one(self, message: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
+    async def apply_one(self, record: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
         """A forget or a snapshot request: applied alone, with the state as of itself."""
-        if not await self.recovery.wait(message.partition):
+        if not await self.recovery.wait(record.partition):
             return
-        worker = self.states.worker(message.partition)
+        worker = self.states.worker(record.partition)
         refolds = None
-        if isinstance(graph_event, Forget) and message.offset > worker.state.applied_offset:
+        if isinstance(graph_event, Forget) and record.offset > worker.state.applied_offset:
             # Re-folding a graph takes a replay of it: off the event loop, so
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
             await checkpoint.commit(force=True)
-            refolds = await self.states.in_thread(message.partition, lambda: worker.state.refolds(graph_event))
+            refolds = await self.states.in_thread(record.partition, lambda: worker.state.refolds(graph_event))
         wall = datetime.now(timezone.utc)
-        outcome, due = worker.on_graph_event(graph_event, message.offset, wall, message.value, refolds, serve=False)
+        outcome, due = worker.on_graph_event(graph_event, record.offset, wall, record.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
         checkpoint.add(worker, due)
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a
             # commit (it reads the state as of the request; queries read it too).
             await checkpoint.commit(force=True)
-            checkpoint.add(worker, await self.states.in_thread(message.partition, worker.serve_snapshots))
+            checkpoint.add(worker, await self.states.in_thread(record.partition, worker.serve_snapshots))
 
     async def tick_graphs(self) -> None:
         """Ticks due by the window (missed before a restart) or by idleness."""

@@ -13,8 +13,8 @@ A batch of graph events is applied to the partition states' transactions
    every pair row changed since the last one, and hub rows are long), and
    no thread reads its store (a digest hashing the partition: a later
    batch commits it; a forced commit waits for the thread);
-4. return to Faust, which acknowledges the batch's messages and commits
-   the consumer offsets later.
+4. mark the batch done (`streams.runtime.intake`): its records are
+   acknowledged to Faust, which commits the consumer offsets later.
 
 A crash before 3 loses nothing: the state is still at its last commit,
 and recovery (`streams.runtime.recovery`) reads the log again from the state's own

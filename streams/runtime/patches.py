@@ -41,6 +41,16 @@ line naming the patch that would be at risk. The patches, and why each exists:
    tables, so the sleep only delayed every start, and every takeover by a
    starting worker, by a second. Kept when a table is declared. Tested by
    tests/unit/test_patches.py.
+7. `_Consumer._drain_messages`: records in batches (`streams.runtime.intake`).
+   Faust's fetcher loop delivers each record on its own (a message object,
+   four tasks in `wait_first`, a queue, an event, an acknowledgement); this
+   one puts each fetch's records of the intake's topics into the intake as
+   they come, and `acknowledge` marks a processed batch's offsets acked in
+   Faust's own bookkeeping (`_acked`, `_acked_index`, `_n_acked`, what
+   `Consumer.ack` updates), so Faust's commits go on as before. The loop is
+   Faust's `_drain_messages` and `getmany` otherwise: the same flow control,
+   read offsets, gaps, partition filter and generation check. Tested by
+   tests/unit/test_intake.py and by every live test (tests/integration).
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held
@@ -60,9 +70,14 @@ import faust
 from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
 from aiokafka.errors import InvalidRequestError, RebalanceInProgressError
 from faust.tables import TableManager
+from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+from faust.types.tuples import ack_lock
+from mode.utils.futures import notify
 
 from emgas.streams.errors import StreamsError
+from emgas.streams.runtime.intake import Intake
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +111,100 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 
 class _Consumer(faust_aiokafka.Consumer):
+    intake: Intake | None = None  # 7: set by `App.take_in_batches`
+
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    # 7: records in batches.
+
+    async def _drain_messages(self, fetcher: Any) -> None:
+        intake = self.intake
+        if intake is None:
+            return await super()._drain_messages(fetcher)
+        fetcher_should_stop = fetcher._stopped.is_set
+        try:
+            while not (self._stopped.is_set() or fetcher_should_stop()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                records, active = await self._wait_next_records(1.0)
+                await self.sleep(0)
+                if records and not self.should_stop:
+                    await self._deliver(intake, records, active)
+                self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _deliver(self, intake: Intake, records: Any, active: Any) -> None:
+        """A fetch's records: the intake's topics' as one batch per topic, others one by one as Faust does."""
+        if not self.flow_active:  # a rebalance began meanwhile: as Faust's `getmany`
+            try:
+                await self.perform_seek()
+            except Exception as exc:  # noqa: BLE001 - as Faust's getmany: logged, the next fetch tries again
+                log.warning("exception performing seek when flow not active %s", exc)
+            return
+        generation = self.app.consumer_generation_id
+        by_topic: dict[str, list[Any]] = {}
+        for tp, tp_records in records.items():
+            if active is None or tp in active or tp in self._buffered_partitions:
+                fresh = await self._fresh(TP(tp.topic, tp.partition), tp_records)
+                by_topic.setdefault(tp.topic, []).extend(fresh)
+        for topic, fresh in by_topic.items():
+            if not self.flow_active or generation != self.app.consumer_generation_id:
+                return
+            if not fresh:
+                continue
+            if intake.takes(topic):
+                self._unacked_messages.add(intake.put(topic, fresh))  # type: ignore[arg-type]  # a batch in hand
+                if not intake.has_room():
+                    await self.wait_first(intake.room(), self.suspend_flow.wait())
+            else:
+                for record in fresh:
+                    message = self._to_message(TP(record.topic, record.partition), record)
+                    await self.wait_first(self.callback(message), self.suspend_flow.wait())
+        if self._commit_every is not None and self._n_acked >= self._commit_every:
+            self._n_acked = 0
+            await self.commit()
+
+    async def _fresh(self, tp: TP, records: list[Any]) -> list[Any]:
+        """The records not read before (Faust's read offsets), noting gaps between offsets as Faust does."""
+        read_offset = self._read_offset[tp]
+        acks_enabled = self.app.topics.acks_enabled_for(tp.topic)
+        fresh = []
+        for record in records:
+            offset = record.offset
+            if read_offset is not None and offset < read_offset:
+                continue
+            if read_offset and offset - read_offset > 1 and acks_enabled:
+                await self._add_gap(tp, read_offset + 1, offset)
+            fresh.append(record)
+            read_offset = offset
+        self._read_offset[tp] = read_offset
+        return fresh
+
+    def acknowledge(self, records: list[Any]) -> None:
+        """Mark the records' offsets acked, as `Consumer.ack` does for each message."""
+        offsets: dict[TP, list[int]] = {}
+        for record in records:
+            offsets.setdefault(TP(record.topic, record.partition), []).append(record.offset)
+        with ack_lock:
+            for tp, tp_offsets in offsets.items():
+                committed = self._committed_offset[tp]
+                index = self._acked_index[tp]
+                new = [o for o in tp_offsets if (committed is None or o >= committed) and o not in index]
+                index.update(new)
+                self._acked[tp].extend(new)
+                self._n_acked += len(new)
+            notify(self._waiting_for_ack)
 
 
 class _Producer(faust_aiokafka.Producer):
@@ -131,6 +238,14 @@ class App(faust.App):
 
     def _new_transport(self) -> Transport:
         return Transport(self.conf.broker_consumer, self)
+
+    def take_in_batches(self, intake: Intake) -> None:
+        """The consumer puts the intake's topics' records into it, a batch per fetch (7)."""
+        consumer = self.consumer
+        assert isinstance(consumer, _Consumer)
+        consumer.intake = intake
+        intake.acknowledge = consumer.acknowledge
+        self.flow_control.manage_queue(intake)  # type: ignore[arg-type]  # cleared as Faust clears its buffers
 
 
 # 3: SyncGroup refused with INVALID_REQUEST.
