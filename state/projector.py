@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Sequence, cast
+from typing import Iterator, Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
@@ -57,7 +57,7 @@ from emgas.state.snapshots import (
 )
 from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
-from emgas.state.transaction import Transaction
+from emgas.state.transaction import StagedCommit, Transaction
 from emgas.state.view import GraphView, load_view
 from emgas.state.views import Views
 
@@ -104,6 +104,27 @@ class PartitionState:
         if self.uncommitted:
             self.txn.commit(offset_batch(self._offset))
             self._committed = self._offset
+
+    def settle_steps(self) -> Iterator[GraphRef]:
+        """Stage the changes the loaded views keep, one graph at a time (a
+        caller may let others run between two: what a commit does first)."""
+        for ref, view in list(self.views.loaded().items()):
+            self._write_rows(ref, view)
+            yield ref
+
+    def stage_commit(self) -> tuple[StagedCommit, int] | None:
+        """`commit` in parts: the changes staged now with the offset (None
+        when nothing is uncommitted), whose `write` may run on another
+        thread while nothing is applied here; then `committed` with both."""
+        if not self.uncommitted:
+            return None
+        return self.txn.stage_commit(offset_batch(self._offset)), self._offset
+
+    def committed(self, staged: tuple[StagedCommit, int]) -> None:
+        """The staged commit is written: the store is at its offset."""
+        commit, offset = staged
+        self.txn.written(commit)
+        self._committed = offset
 
     def _write_rows(self, ref: GraphRef, view: GraphView) -> None:
         """Stage the pair rows and the concepts `view` changed (it keeps them while folding)."""

@@ -199,13 +199,26 @@ class Transaction(PartitionStore):
 
     def commit(self, extra: Batch | None = None) -> None:
         """Write every pending change and `extra` in one atomic batch of the store."""
-        self.settle()
-        batch = {key: _raw(value) for key, value in self._pending.items()}
-        if extra:
-            batch.update(extra)
-        if batch:
-            self.store.write(batch)
+        self.stage_commit(extra).write()
         self.rollback()
+
+    def stage_commit(self, extra: Batch | None = None) -> StagedCommit:
+        """Every pending change as it is now (settled), and `extra`: a commit
+        whose `write` may run on another thread while this transaction is
+        read (not written: nothing read here changes meanwhile, and what is
+        staged meanwhile stays pending). `written` completes it."""
+        self.settle()
+        return StagedCommit(self.store, dict(self._pending), extra or {})
+
+    def written(self, commit: StagedCommit) -> None:
+        """`commit` is in the store: its changes are no longer pending, but
+        for those staged again since it was staged."""
+        pending = self._pending
+        for key, value in commit.pending.items():
+            if key in pending and pending[key] is value:
+                del pending[key]
+        self._sorted = sorted(pending) if pending else []
+        self._added = []
 
     def rollback(self) -> None:
         """Drop every pending change (the store stays at its last commit)."""
@@ -219,3 +232,17 @@ class Transaction(PartitionStore):
         self.rollback()
         self.store.close()
 
+
+class StagedCommit:
+    """A transaction's pending changes at one moment, to be written to its
+    store as one atomic batch (`Transaction.stage_commit`)."""
+
+    def __init__(self, store: PartitionStore, pending: dict[bytes, Pending], extra: Batch) -> None:
+        self.store, self.pending, self.extra = store, pending, extra
+
+    def write(self) -> None:
+        """Encode the changes (models and lazy records to bytes) and write them with `extra`."""
+        batch = {key: _raw(value) for key, value in self.pending.items()}
+        batch.update(self.extra)
+        if batch:
+            self.store.write(batch)

@@ -56,9 +56,10 @@ from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Events folded between two turns of the event loop: what a query may wait
-# behind (about 10 ms of turns on the development machine).
-APPLY_SLICE = 100
+# Events decoded or folded between two turns of the event loop: what a query
+# may wait behind at each of its own turns (a few ms of turns on the
+# development machine; longer while extraction shares the interpreter).
+APPLY_SLICE = 40
 
 
 def faust_app(settings: Settings) -> App:
@@ -213,9 +214,12 @@ class Agents:
             self.intake.done(batch)
 
     async def apply(self, records: list[Any]) -> None:
-        checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading)
+        checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
+                                self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
-        for record in records:
+        for k, record in enumerate(records):
+            if k and not k % APPLY_SLICE:
+                await asyncio.sleep(0)  # decoding a slice at a time too
             try:
                 graph_event = guarded(decode_for_fold, record.value)
             except DecodeError as err:
@@ -234,14 +238,13 @@ class Agents:
         """Fold a partition's events in slices of `APPLY_SLICE`, letting the
         event loop answer queries between them (a query waits for one slice,
         not for the whole batch)."""
-        if not batch or not await self.recovery.wait(partition):
-            return  # a partition revoked while it caught up: its new owner reads the log from its own state
-        worker = self.states.worker(partition)
+        if not batch:
+            return
         for start in range(0, len(batch), APPLY_SLICE):
-            if start:
-                await asyncio.sleep(0)
-                if not await self.recovery.wait(partition):
-                    return  # revoked meanwhile
+            await asyncio.sleep(0)  # before every slice: the one before may have been another partition's
+            if not await self.recovery.wait(partition):
+                return  # revoked (or revoked while it caught up): its new owner reads the log from its own state
+            worker = self.states.worker(partition)
             part = batch[start:start + APPLY_SLICE]
             outcomes, due = worker.on_graph_events(list(part), datetime.now(timezone.utc))
             for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(part, outcomes)).items():

@@ -60,17 +60,25 @@ class CommitPacing:
 EVERY_BATCH = CommitPacing(0.0)
 
 
+CommitState = Callable[[PartitionWorker], Awaitable[None]]
+
+
+async def commit_here(worker: PartitionWorker) -> None:
+    worker.state.commit()
+
+
 class Checkpoint:
     """What one batch touched: the workers to commit and the events to emit."""
 
     def __init__(
         self, send: Send, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH,
-        reading: Callable[[int], bool] = lambda partition: False,
+        reading: Callable[[int], bool] = lambda partition: False, commit_state: CommitState = commit_here,
     ) -> None:
         self._send = send
         self._hold_s = hold_s  # the crash tests' window between 2 and 3
         self._pacing = pacing
         self._reading = reading  # whether a thread reads a partition's store now: not committed to meanwhile
+        self._commit_state = commit_state  # the worker's: `PartitionStates.commit`
         self._workers: dict[int, PartitionWorker] = {}
         self._emitted: list[GraphEvent] = []
 
@@ -86,18 +94,14 @@ class Checkpoint:
         await asyncio.gather(*acks)
         if self._hold_s and self._workers:
             await asyncio.sleep(self._hold_s)
-        for k, worker in enumerate(self._workers.values()):
+        for worker in self._workers.values():
             if self._reading(worker.partition):
                 if not force:
                     continue  # committed by a later batch, or the idle timer
                 while self._reading(worker.partition):
                     await asyncio.sleep(0.02)
             if force or self._pacing.due(worker):
-                if k:
-                    # Between two partitions' commits (each a few tens of ms under load),
-                    # queries are answered: a query waits for one partition's commit, not all.
-                    await asyncio.sleep(0)
-                worker.state.commit()
+                await self._commit_state(worker)
                 self._pacing.committed(worker)
         self._emitted = []
         self._workers = {}

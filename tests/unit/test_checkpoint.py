@@ -105,3 +105,26 @@ def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_t
     assert worker.partition == 0
     assert asyncio.run(batches()) == [-1, -1, 1]
 
+
+
+async def test_the_worker_commits_a_partition_in_steps_reading_it_until_the_write_is_done(tmp_path):
+    from emgas.streams.runtime.partitions import PartitionStates
+
+    states = PartitionStates(tmp_path, GraphParams())
+    worker = states.worker(0)
+    turns = [ingested(f"g{k % 3}", f"t{k}", {"alpha": 0.9, f"c{k}": 0.5}, minute=k) for k in range(6)]
+    worker.state.apply_batch([(turn, k, None) for k, turn in enumerate(turns)])
+    seen_reading = []
+
+    async def watch() -> None:  # runs while the commit lets the loop go
+        while not seen_reading or seen_reading[-1]:
+            seen_reading.append(states.reading(0))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(watch())
+    await states.commit(worker)
+    await asyncio.wait_for(watcher, 1)
+    assert seen_reading[0] and not states.reading(0)  # read while it committed, released after
+    assert not worker.state.uncommitted and worker.state.committed_offset == 5
+    states.close(commit=False)
+    assert PartitionStates(tmp_path, GraphParams()).get(0).applied_offset == 5  # in the store

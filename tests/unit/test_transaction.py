@@ -210,3 +210,39 @@ def test_only_a_scan_that_can_meet_graph_records_settles_what_was_kept_aside(pre
     found = list(txn.scan(prefix))
     assert deferred.settled == int(settles)
     assert ((b"g\x00g\x001\x00r\x00a", b"row") in found) == settles
+
+
+def test_a_staged_commit_written_later_keeps_what_was_staged_meanwhile():
+    store = CountingStore()
+    txn = Transaction(store)
+    txn.write({b"a": b"1", b"b": b"2", b"c": None})
+    staged = txn.stage_commit({b"offset": b"7"})
+    txn.write({b"b": b"3", b"d": b"4"})  # staged while the commit is written elsewhere
+    assert store.batches == 0  # staging writes nothing
+    staged.write()
+    assert dict(store.scan(b"")) == {b"a": b"1", b"b": b"2", b"offset": b"7"} and store.batches == 1
+    assert txn.multi_get([b"a", b"b", b"d"]) == [b"1", b"3", b"4"]  # read through the commit
+    txn.written(staged)
+    assert len(txn) == 2  # b and d: staged again since
+    assert list(txn.scan(b"")) == [(b"a", b"1"), (b"b", b"3"), (b"d", b"4"), (b"offset", b"7")]
+    txn.commit()
+    assert dict(store.scan(b"")) == {b"a": b"1", b"b": b"3", b"d": b"4", b"offset": b"7"} and len(txn) == 0
+
+
+def test_a_state_committed_in_parts_is_the_state_committed_at_once():
+    def folded() -> PartitionState:
+        state = PartitionState(MemoryStore(), GraphParams())
+        turns = [ingested(f"g{k % 2}", f"t{k}", {"alpha": 0.9, "beta": 0.8, f"c{k % 3}": 0.5}, minute=k) for k in range(6)]
+        state.apply_batch([(turn, k, None) for k, turn in enumerate(turns)])
+        return state
+
+    at_once, in_parts = folded(), folded()
+    at_once.commit()
+    assert list(in_parts.settle_steps()) == list(in_parts.views.loaded())
+    staged = in_parts.stage_commit()
+    assert staged is not None
+    staged[0].write()
+    in_parts.committed(staged)
+    assert not in_parts.uncommitted and in_parts.committed_offset == 5
+    assert dict(in_parts.txn.store.scan(b"")) == dict(at_once.txn.store.scan(b""))
+    assert in_parts.stage_commit() is None  # nothing left to commit
