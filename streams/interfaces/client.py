@@ -24,6 +24,7 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
     ActivationQuery, ContentEvent, DigestQuery, DigestReply, Forget, PassageQuery, SnapshotStarted, QueryParams, Reply, StatsQuery, Turn,
 )
+from emgas.streams.kafka.requests import timeout_header
 from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
 from emgas.streams.logs import quiet_transient_kafka_errors
@@ -246,7 +247,8 @@ class MemoryClient:
         try:
             # The send too is bounded: a request never waits past its timeout.
             await asyncio.wait_for(self._producer.send_and_wait(
-                self.settings.queries_topic, encode(request), key=key, partition=partition
+                self.settings.queries_topic, encode(request), key=key, partition=partition,
+                headers=timeout_header(timeout),  # a worker skips the request once this client gave up
             ), timeout)
             return await asyncio.wait_for(waiter, max(0.0, deadline - asyncio.get_running_loop().time()))
         except asyncio.TimeoutError:

@@ -98,7 +98,7 @@ def test_who_answers_a_query_and_when(partition, announced, served, now, later):
 
     query_server._answer = answer
     sent_ms = 1000 * time.time()
-    record = SimpleNamespace(partition=partition, timestamp=sent_ms, key=b"r", value=b"{}")
+    record = SimpleNamespace(partition=partition, timestamp=sent_ms, key=b"r", value=b"{}", headers=())
 
     async def scenario() -> tuple[list, list]:
         query_server._since_ms = sent_ms - 1
@@ -112,10 +112,16 @@ def test_who_answers_a_query_and_when(partition, announced, served, now, later):
     assert asyncio.run(scenario()) == (now, later)
 
 
-@pytest.mark.parametrize("age_s, answered", [(0.5, True), (9.0, True), (11.0, False), (600.0, False)])
-def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
+@pytest.mark.parametrize("age_s, waits_s, answered", [
+    (0.5, None, True), (9.0, None, True), (11.0, None, False), (600.0, None, False),
+    (0.5, 1.0, True), (2.0, 1.0, False),  # its client said it waits 1 s (`streams.kafka.requests`)
+    (11.0, 60.0, False),  # ... and never longer than the worker's query timeout
+])
+def test_a_query_older_than_its_clients_wait_or_the_query_timeout_is_not_answered(age_s, waits_s, answered):
     # Its client has given up: answering it would only delay the queries behind it.
     import time
+
+    from emgas.streams.kafka.requests import timeout_header
 
     from emgas.streams.runtime.metrics import Metrics
 
@@ -129,7 +135,8 @@ def test_a_query_older_than_the_query_timeout_is_not_answered(age_s, answered):
         taken.append(record)
 
     query_server._answer = answer  # type: ignore[method-assign]
-    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}")
+    headers = () if waits_s is None else timeout_header(waits_s)
+    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}", headers=headers)
     asyncio.run(query_server._take("emgas.queries", record))
     assert bool(taken) == answered
     assert metrics.expired._value.get() == (0 if answered else 1)
@@ -151,8 +158,8 @@ def test_a_query_held_through_a_catch_up_longer_than_its_timeout_is_not_answered
 
     query_server._answer = answer  # type: ignore[method-assign]
     now_ms = 1000 * time.time()
-    stale = SimpleNamespace(partition=1, timestamp=now_ms - 4000, key=b"stale", value=b"{}")
-    fresh = SimpleNamespace(partition=1, timestamp=now_ms - 1000, key=b"fresh", value=b"{}")
+    stale = SimpleNamespace(partition=1, timestamp=now_ms - 4000, key=b"stale", value=b"{}", headers=())
+    fresh = SimpleNamespace(partition=1, timestamp=now_ms - 1000, key=b"fresh", value=b"{}", headers=())
 
     async def scenario() -> None:
         query_server._since_ms = now_ms - 60_000
@@ -246,3 +253,56 @@ def test_only_a_partitions_digests_outlive_the_query_timeout_in_the_servers_queu
     assert not _asks_digests(encode(DigestQuery(request_id="d", graph_id="alice")))  # one graph: answered inline
     assert not _asks_digests(encode(ActivationQuery(request_id="q", graph_id="alice", text="cats")))
     assert not _asks_digests(b"{not json")
+
+
+@pytest.mark.parametrize("age_s, waits_s, answered", [
+    (600.0, None, True),  # no header: a partition's digests are never given up
+    (20.0, 30.0, True),  # its client waits longer than the query timeout: kept that long
+    (40.0, 30.0, False),  # ... and no longer
+])
+def test_a_partitions_digests_are_kept_as_long_as_their_client_waits(age_s, waits_s, answered):
+    import time
+
+    from emgas.processors.codec import encode
+    from emgas.processors.events import DigestQuery
+    from emgas.streams.kafka.requests import timeout_header
+    from emgas.streams.runtime.metrics import Metrics
+
+    settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="emgas.owners")
+    query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), Metrics(),  # type: ignore[arg-type]
+                               None, None, None)  # type: ignore[arg-type]
+    headers = () if waits_s is None else timeout_header(waits_s)
+    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000),
+                             value=encode(DigestQuery(request_id="d")), headers=headers)
+    assert query_server._expired(record) is not answered
+
+
+def test_queries_held_through_a_catch_up_are_answered_before_the_digests_held_with_them():
+    from emgas.processors.codec import encode
+    from emgas.processors.events import ActivationQuery, DigestQuery
+    from emgas.streams.runtime.metrics import Metrics
+
+    settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="o",
+                               queries_topic="q")
+    query_server = QueryServer(settings, None, _Recovery(), Metrics(), None, None, None)  # type: ignore[arg-type]
+    answered = []
+
+    async def answer(record, covering):
+        answered.append(record.key)
+
+    query_server._answer = answer  # type: ignore[method-assign]
+    now_ms = 1000 * time.time()
+    requests = [(b"graph-digests", DigestQuery(request_id="d1", graph_id="alice")),
+                (b"partition-digests", DigestQuery(request_id="d2")),
+                (b"query", ActivationQuery(request_id="q", graph_id="alice", text="cats"))]
+
+    async def scenario() -> None:
+        query_server._since_ms = now_ms - 60_000
+        for key, request in requests:
+            await query_server._take("q", SimpleNamespace(partition=1, timestamp=now_ms, key=key,
+                                                          value=encode(request), headers=()))
+        query_server.recovery.caught_up.set()
+        await asyncio.gather(*query_server._held)
+
+    asyncio.run(scenario())
+    assert answered == [b"query", b"graph-digests", b"partition-digests"]
