@@ -106,6 +106,8 @@ class QueryServer:
         # restart, a partition announced in an earlier life has a state as of its last commit.
         self._served_here: set[int] = set()
         self._held: set[asyncio.Task[None]] = set()
+        self._held_answering = 0  # held queries (not digests) being answered now
+        self._held_answered = asyncio.Event()  # set when none is
         self.leaving = False  # set by `hand_over`: announce nothing more
         self._since_ms = 0  # queries sent before this (ms since the epoch) are not answered
         self._running: asyncio.Task[None] | None = None
@@ -209,9 +211,21 @@ class QueryServer:
             if _is_digest_query(record.value):
                 # Every query held for the partition wakes now: digests (a
                 # verification: a quarter of a second for a graph of 3,000 turns)
-                # after the queries that woke with them, whose clients wait a second or so.
-                await asyncio.sleep(0)
-            await self._answer(record, covering=False)
+                # once the queries that woke with them, whose clients wait a
+                # second or so, are answered and their replies sent.
+                await asyncio.sleep(0)  # those queries start first
+                while self._held_answering:
+                    self._held_answered.clear()
+                    await self._held_answered.wait()
+                await self._answer(record, covering=False)
+                return
+            self._held_answering += 1
+            try:
+                await self._answer(record, covering=False)
+            finally:
+                self._held_answering -= 1
+                if not self._held_answering:
+                    self._held_answered.set()
 
     async def _answer(self, record: Any, covering: bool) -> None:
         try:
