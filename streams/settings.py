@@ -180,17 +180,21 @@ class Settings(BaseSettings):
     """A graph's in-memory view not used (no event, query or due tick) for this long is dropped and loaded from the
     store on its next use (`state.views`); checked every graph.idle_check_s. 0: never."""
     extract_batch: int = Field(default=200, ge=1, le=10_000)
-    """The extract agent extracts the turns of a fetch up to this many at a time and awaits their sends
-    together."""
+    """The extract agent extracts up to this many turns at a time (the fetches that come within
+    extract_batch_wait_s of the first) and awaits their sends together."""
+    extract_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
+    """The longest the extract agent waits for more fetches to fill a batch."""
     apply_batch: int = Field(default=500, ge=1, le=10_000)
-    """The apply agent applies the graph events of a fetch up to this many at a time, then emits what became due
-    and commits the partition states (as state_commit_interval_s paces them; see
-    `streams.runtime.checkpoint`)."""
+    """The apply agent applies up to this many graph events at a time (the fetches that come within
+    apply_batch_wait_s of the first), then emits what became due and commits the partition states (as
+    state_commit_interval_s paces them; see `streams.runtime.checkpoint`)."""
     state_commit_interval_s: float = Field(default=5.0, ge=0, le=60)
     """A worker commits a partition's state (RocksDB) after a batch at most this often, in seconds (0: after every
     batch). A crash re-folds the log after the state's last commit, so this bounds that work; a commit rewrites
     every pair row changed since the last one (a hub's row is long), so committing every 1,000 events instead of
     every 5,000 costs about a quarter more fold CPU."""
+    apply_batch_wait_s: float = Field(default=0.005, gt=0, le=5)
+    """The longest the apply agent waits for more fetches to fill a batch."""
     extract_processes: int = Field(default=0, ge=0, le=64)
     """Processes that run extraction, so it overlaps with Kafka and the fold in the worker's own process (0:
     extract in the worker's event loop)."""

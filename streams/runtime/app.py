@@ -171,13 +171,17 @@ class Agents:
             app.timer(settings.graph.idle_check_s)(self.tick_graphs)
 
     async def extract_turns(self) -> None:
-        """Each batch of turns, `extract_batch` at a time, then the batch is done."""
+        """The turns of the batches that came within `extract_batch_wait_s`,
+        `extract_batch` at a time, then the batches are done."""
+        settings = self.settings
         while True:
-            batch = await self.intake.take(self.settings.turns_topic)
-            size = self.settings.extract_batch
-            for start in range(0, len(batch.records), size):
-                await self.extract(batch.records[start:start + size])
-            self.intake.done(batch)
+            batches = await self.intake.take_up_to(settings.turns_topic, settings.extract_batch,
+                                                   settings.extract_batch_wait_s)
+            records = [record for batch in batches for record in batch.records]
+            for start in range(0, len(records), settings.extract_batch):
+                await self.extract(records[start:start + settings.extract_batch])
+            for batch in batches:
+                self.intake.done(batch)
 
     async def extract(self, records: list[Any]) -> None:
         # The graph events are sent without waiting for each ack, and the
@@ -205,13 +209,17 @@ class Agents:
         self.metrics.turns.inc(len(pending))
 
     async def apply_events(self) -> None:
-        """Each batch of graph events, `apply_batch` at a time, then the batch is done."""
+        """The graph events of the batches that came within `apply_batch_wait_s`,
+        `apply_batch` at a time, then the batches are done."""
+        settings = self.settings
         while True:
-            batch = await self.intake.take(self.settings.graph_events_topic)
-            size = self.settings.apply_batch
-            for start in range(0, len(batch.records), size):
-                await self.apply(batch.records[start:start + size])
-            self.intake.done(batch)
+            batches = await self.intake.take_up_to(settings.graph_events_topic, settings.apply_batch,
+                                                   settings.apply_batch_wait_s)
+            records = [record for batch in batches for record in batch.records]
+            for start in range(0, len(records), settings.apply_batch):
+                await self.apply(records[start:start + settings.apply_batch])
+            for batch in batches:
+                self.intake.done(batch)
 
     async def apply(self, records: list[Any]) -> None:
         checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,

@@ -83,6 +83,34 @@ class Intake:
         self._update_room()
         return batch
 
+    async def take_up_to(self, topic: str, most: int, within_s: float) -> list[Batch]:
+        """The topic's next batch, and those that arrive within `within_s` of
+        it while fewer than `most` records are taken: under a light load a
+        fetch holds a few records, and each batch costs the agent about the
+        same (a commit's checks, a thread's hand-off for extraction, the
+        sends awaited together), whatever its size."""
+        batches = [await self.take(topic)]
+        taken = len(batches[0].records)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        waiting, arrived = self._waiting[topic], self._arrived[topic]
+        while taken < most:
+            if not waiting:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                continue
+            batch = waiting.popleft()
+            self._update_room()
+            batches.append(batch)
+            taken += len(batch.records)
+        return batches
+
     def done(self, batch: Batch) -> None:
         """The agent has processed `batch`: its offsets may be committed."""
         if not batch.acked:

@@ -137,3 +137,20 @@ async def test_done_acknowledges_each_offset_once(twice):
     if twice:
         intake.done(batch)
     assert consumer._acked[TP("events", 0)] == [0, 1] and consumer._n_acked == 2
+
+
+async def test_take_up_to_merges_the_batches_that_come_within_the_wait_and_no_more_than_asked():
+    intake = Intake(["events"], depth=10)
+    first = intake.put("events", records("events", 0, [0, 1]))
+
+    async def later() -> None:
+        await asyncio.sleep(0.005)
+        intake.put("events", records("events", 1, [0]))
+
+    arriving = asyncio.create_task(later())
+    taken = await intake.take_up_to("events", most=10, within_s=0.5)
+    await arriving
+    assert taken[0] is first and [len(b.records) for b in taken] == [2, 1]  # the second came within the wait
+    full = [intake.put("events", records("events", 0, range(k * 3, k * 3 + 3))) for k in range(3)]
+    assert await intake.take_up_to("events", most=5, within_s=0.5) == full[:2]  # enough records: no more taken
+    assert await intake.take_up_to("events", most=10, within_s=0.01) == full[2:]  # nothing more came: the wait ends
