@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import logging
 import shutil
+import threading
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +25,8 @@ from emgas.state.steps import PartitionWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+THREADS_WAIT_S = 30.0  # the longest `close` waits for threads on the states (a large snapshot: seconds)
 
 
 def return_freed_memory() -> bool:
@@ -69,6 +72,10 @@ class PartitionStates:
         self.snapshots = snapshots
         self._open: dict[int, PartitionWorker] = {}
         self._busy: Counter[int] = Counter()  # partition -> work on its state off the event loop
+        # Threads still working on a state, counted by the threads themselves: the event
+        # loop may be gone when they end (a stopping worker), and `close` waits for them.
+        self._threads = threading.Condition()
+        self._threads_running = 0
 
     def _path(self, partition: int) -> Path:
         return self.root / f"partition-{partition}"
@@ -122,17 +129,29 @@ class PartitionStates:
         thread ends, even if the caller is cancelled meanwhile)."""
         loop = asyncio.get_running_loop()
         self._busy[partition] += 1
+        with self._threads:
+            self._threads_running += 1
 
         def run() -> T:
             try:
                 return work()
             finally:
+                with self._threads:
+                    self._threads_running -= 1
+                    self._threads.notify_all()
                 try:
                     loop.call_soon_threadsafe(self._busy.subtract, [partition])
                 except RuntimeError:  # the loop closed meanwhile: the worker is stopping
                     pass
 
-        return await loop.run_in_executor(None, run)
+        try:
+            done = loop.run_in_executor(None, run)
+        except RuntimeError:  # the executor is shut down (the worker is stopping): nothing started
+            with self._threads:
+                self._threads_running -= 1
+            self._busy[partition] -= 1
+            raise
+        return await done
 
     async def commit(self, worker: PartitionWorker) -> None:
         """Commit a partition's state without holding the event loop for the
@@ -175,7 +194,12 @@ class PartitionStates:
         """Close every open state; `commit`: what was applied is committed first
         (a clean stop: a restart resumes from there, and a broker that lost its
         log meanwhile finds it in the state). A worker stopped by an error
-        commits nothing more: recovery reads the log from the last commit."""
+        commits nothing more: recovery reads the log from the last commit.
+        A thread still writing or reading a state (a commit's write, a
+        snapshot) is waited for first, for `THREADS_WAIT_S` at most."""
+        with self._threads:
+            if not self._threads.wait_for(lambda: self._threads_running == 0, THREADS_WAIT_S):
+                log.warning("closing the partition states with %d thread(s) still on them", self._threads_running)
         for worker in self._open.values():
             if commit:
                 worker.state.commit()

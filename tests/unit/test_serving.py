@@ -308,3 +308,34 @@ def test_queries_held_through_a_catch_up_are_answered_before_the_digests_held_wi
 
     asyncio.run(scenario())
     assert answered == [b"query", b"graph-digests", b"partition-digests"]
+
+
+def test_closing_the_states_waits_for_a_thread_still_on_one(tmp_path):
+    import threading
+
+    from emgas.processors.graph import GraphParams
+    from emgas.streams.runtime.partitions import PartitionStates
+
+    states = PartitionStates(tmp_path, GraphParams())
+    state = states.get(0)
+    state.txn.put(b"probe", b"1")
+    go, wrote = threading.Event(), []
+
+    def slow_write() -> None:
+        go.wait(5)
+        state.txn.store.write({b"late": b"2"})  # would fail on a closed store
+        wrote.append(True)
+
+    async def scenario() -> None:
+        work = asyncio.ensure_future(states.in_thread(0, slow_write))
+        await asyncio.sleep(0.05)
+        work.cancel()  # the worker stops: its tasks are cancelled, the thread goes on
+        threading.Timer(0.1, go.set).start()
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(scenario())
+    loop.close()  # as a stopping worker's: without waiting for its executor's threads
+    states.close()  # waits for the thread, then commits and closes
+    assert wrote == [True]
+    reopened = PartitionStates(tmp_path, GraphParams()).get(0)
+    assert reopened.txn.store.get(b"late") == b"2" and reopened.txn.store.get(b"probe") == b"1"
