@@ -199,7 +199,8 @@ class Transaction(PartitionStore):
 
     def commit(self, extra: Batch | None = None) -> None:
         """Write every pending change and `extra` in one atomic batch of the store."""
-        self.stage_commit(extra).write()
+        self.settle()
+        StagedCommit(self.store, self._pending, extra or {}).write()  # no copy: nothing stages meanwhile
         self.rollback()
 
     def stage_commit(self, extra: Batch | None = None) -> StagedCommit:

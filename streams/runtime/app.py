@@ -171,15 +171,23 @@ class Agents:
             app.timer(settings.graph.idle_check_s)(self.tick_graphs)
 
     async def extract_turns(self) -> None:
-        """The turns of the batches that came within `extract_batch_wait_s`,
-        `extract_batch` at a time, then the batches are done."""
         settings = self.settings
+        await self._take(settings.turns_topic, settings.extract_batch, settings.extract_batch_wait_s, self.extract)
+
+    async def apply_events(self) -> None:
+        settings = self.settings
+        await self._take(settings.graph_events_topic, settings.apply_batch, settings.apply_batch_wait_s, self.apply)
+
+    async def _take(self, topic: str, most: int, within_s: float,
+                    process: Callable[[list[Any]], Awaitable[None]]) -> None:
+        """An agent's loop: the records of the batches of `topic` that came
+        within `within_s` of the first, `process`ed `most` at a time, then
+        the batches are done (their offsets may be committed)."""
         while True:
-            batches = await self.intake.take_up_to(settings.turns_topic, settings.extract_batch,
-                                                   settings.extract_batch_wait_s)
+            batches = await self.intake.take_up_to(topic, most, within_s)
             records = [record for batch in batches for record in batch.records]
-            for start in range(0, len(records), settings.extract_batch):
-                await self.extract(records[start:start + settings.extract_batch])
+            for start in range(0, len(records), most):
+                await process(records[start:start + most])
             for batch in batches:
                 self.intake.done(batch)
 
@@ -207,19 +215,6 @@ class Agents:
             ))
         await asyncio.gather(*pending)
         self.metrics.turns.inc(len(pending))
-
-    async def apply_events(self) -> None:
-        """The graph events of the batches that came within `apply_batch_wait_s`,
-        `apply_batch` at a time, then the batches are done."""
-        settings = self.settings
-        while True:
-            batches = await self.intake.take_up_to(settings.graph_events_topic, settings.apply_batch,
-                                                   settings.apply_batch_wait_s)
-            records = [record for batch in batches for record in batch.records]
-            for start in range(0, len(records), settings.apply_batch):
-                await self.apply(records[start:start + settings.apply_batch])
-            for batch in batches:
-                self.intake.done(batch)
 
     async def apply(self, records: list[Any]) -> None:
         checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
