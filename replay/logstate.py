@@ -20,12 +20,16 @@ from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import Checkpoint, LogStarted, Snapshot
 from emgas.replay.errors import LogTruncated, SnapshotCorrupt
-from emgas.replay.reader import LogReader, LogRecord
+from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord
 from emgas.state.projector import PartitionState
 from emgas.state.snapshots import SnapshotMismatch
 from emgas.state.snapshots import LogIdentity
 
 SCAN_WINDOW = 2_000  # records read per step of a backward scan
+# Its first step: a checkpoint is appended right after its snapshots, so on
+# a worker's start it is nearly always among the log's last records (2,000
+# records of graph events are about 3 MB to fetch and parse).
+FIRST_SCAN_WINDOW = 64
 GENESIS_WINDOW = 50  # a log's first records searched for its `log_started`
 _CHECKPOINT = b'{"type":"checkpoint"'
 _LOG_STARTED = b'{"type":"log_started"'
@@ -59,9 +63,10 @@ async def latest_checkpoint(
     reader: LogReader, topic: str, partition: int, start: int, stop: int
 ) -> tuple[int, Checkpoint] | None:
     """The last checkpoint with start <= offset < stop, and its offset."""
-    hi = stop
+    hi, window = stop, FIRST_SCAN_WINDOW
     while hi > start:
-        lo = max(start, hi - SCAN_WINDOW)
+        lo = max(start, hi - window)
+        window = SCAN_WINDOW
         found = None
         async for batch in reader.read(topic, partition, lo, hi):
             for record in batch:
@@ -76,7 +81,7 @@ async def latest_checkpoint(
 
 async def first_log_started(reader: LogReader, topic: str, partition: int, start: int, end: int) -> tuple[int, LogStarted] | None:
     """The log's `log_started` among its first records, and its offset."""
-    async for batch in reader.read(topic, partition, start, min(end, start + GENESIS_WINDOW)):
+    async for batch in reader.read(topic, partition, start, min(end, start + GENESIS_WINDOW), FEW_RECORDS_BYTES):
         for record in batch:
             event = _decoded(record, _LOG_STARTED)
             if isinstance(event, LogStarted):
@@ -95,7 +100,7 @@ async def log_identity(reader: LogReader, topic: str, partition: int, start: int
 
 async def _names(reader: LogReader, topic: str, partition: int, offset: int, log_id: str) -> bool:
     """Whether the record at `offset` is the `log_started` of `log_id`."""
-    async for batch in reader.read(topic, partition, offset, offset + 1):
+    async for batch in reader.read(topic, partition, offset, offset + 1, FEW_RECORDS_BYTES):
         for record in batch:
             event = _decoded(record, _LOG_STARTED)
             return isinstance(event, LogStarted) and event.log_id == log_id

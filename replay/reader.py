@@ -19,6 +19,12 @@ from emgas.replay.errors import LogTruncated, LogUnavailable
 
 # Records fetched per partition per request: big, because a reader streams.
 FETCH_BYTES = 8 * 1024 * 1024
+# For a read of a few records (a log's first ones, one offset): the broker
+# still returns a whole first batch however large, so nothing is missed,
+# and 8 MB of records after them are neither sent nor parsed (aiokafka
+# parses every record it fetches: about 0.1 s for 8 MB of graph events).
+FEW_RECORDS_BYTES = 64 * 1024
+RETRY_BACKOFF_MS = 10
 
 
 def partition_of(key: bytes, partitions: int) -> int:
@@ -48,6 +54,7 @@ class LogReader:
         """`client_options`: extra aiokafka options (security, see `streams.kafka.security`)."""
         self._servers = bootstrap_servers
         self._timeout_s = timeout_s
+        self._reads = 0  # reads begun, so that one ending late does not pause the next
         self._consumer = AIOKafkaConsumer(
             **(client_options or {}),
             bootstrap_servers=bootstrap_servers,
@@ -58,6 +65,10 @@ class LogReader:
             fetch_max_bytes=FETCH_BYTES * 4,
             check_crcs=False,  # the mock cluster writes CRC 0 on control batches
             isolation_level="read_committed",
+            # The first offsets asked of a topic wait one backoff for its
+            # metadata (aiokafka asks for it, then sleeps before it tries
+            # again): 0.1 s of a takeover at aiokafka's default.
+            retry_backoff_ms=RETRY_BACKOFF_MS,
         )
 
     async def __aenter__(self) -> "LogReader":
@@ -93,8 +104,11 @@ class LogReader:
             raise LogUnavailable(f"cannot read the offsets of {topic!r}: {exc!r}") from None
         return {tp.partition: (starts[tp], ends[tp]) for tp in tps}
 
-    async def read(self, topic: str, partition: int, start: int, stop: int) -> AsyncIterator[list[LogRecord]]:
-        """Batches of the records with start <= offset < stop, in offset order.
+    async def read(
+        self, topic: str, partition: int, start: int, stop: int, fetch_bytes: int = FETCH_BYTES
+    ) -> AsyncIterator[list[LogRecord]]:
+        """Batches of the records with start <= offset < stop, in offset order,
+        fetched `fetch_bytes` at a time (`FEW_RECORDS_BYTES` for a few records).
 
         LogTruncated if `start` is below the first offset still retained
         (records would be missing from the rebuild).
@@ -108,24 +122,42 @@ class LogReader:
                 f"{topic}[{partition}] starts at offset {first} now: offsets {start}..{first - 1} "
                 "were dropped by retention and cannot be replayed"
             )
+        self._reads += 1
+        this_read = self._reads
+        self._fetch_bytes(fetch_bytes)
         self._consumer.assign([tp])
         self._consumer.seek(tp, start)
         position = start
-        while position < stop:
-            records = await self._fetch(tp)
-            if not records:
-                position = await self._position(tp)
-                if position >= stop:
-                    break  # only control records (transaction markers) were left
-                raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
-            batch = [
-                LogRecord(partition, r.offset, r.timestamp, r.key, r.value)
-                for r in records
-                if r.offset < stop
-            ]
-            position = records[-1].offset + 1
-            if batch:
-                yield batch
+        try:
+            while position < stop:
+                records = await self._fetch(tp)
+                if not records:
+                    position = await self._position(tp)
+                    if position >= stop:
+                        break  # only control records (transaction markers) were left
+                    raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
+                batch = [
+                    LogRecord(partition, r.offset, r.timestamp, r.key, r.value)
+                    for r in records
+                    if r.offset < stop
+                ]
+                position = records[-1].offset + 1
+                if batch:
+                    yield batch
+        finally:
+            # The consumer fetches ahead of what was taken; records past the
+            # range (up to `fetch_bytes` more) would be fetched and parsed
+            # in the background for nothing while the caller goes on. A read
+            # left early ends when its generator is collected, maybe after
+            # the next read has begun: that one is not paused.
+            if self._reads == this_read:
+                self._consumer.pause(tp)
+
+    def _fetch_bytes(self, limit: int) -> None:
+        """The per-partition fetch size from the next fetch on. aiokafka
+        takes it only at construction; its fetcher reads this attribute
+        for every request (`tests/unit/test_log_reader.py` checks it is there)."""
+        self._consumer._fetcher._max_partition_fetch_bytes = limit
 
     async def _fetch(self, tp: TopicPartition) -> list[Any]:
         """The next records of `tp` (none within the timeout: []); LogUnavailable

@@ -20,7 +20,7 @@ from emgas.processors.graph import GraphParams
 from emgas.replay.errors import ReplayError, SnapshotCorrupt
 from emgas.replay.fold import Selection
 from emgas.replay.logstate import start_from_checkpoint
-from emgas.replay.reader import LogReader, LogRecord, partition_of
+from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord, partition_of
 from emgas.replay.rebuild import Progress, RebuildReport, rebuild
 from emgas.state.digest import partition_digests
 from emgas.state.projector import PartitionState
@@ -118,7 +118,7 @@ async def _check_as_of(reader: LogReader, topic: str, partitions: list[int], as_
     for partition, (start, end) in (await reader.bounds(topic, partitions)).items():
         if start == 0 or start >= end:
             continue
-        async for batch in reader.read(topic, partition, start, start + 1):
+        async for batch in reader.read(topic, partition, start, start + 1, FEW_RECORDS_BYTES):
             oldest = _event_time(batch[0])
             if as_of < oldest:
                 raise ReplayError(

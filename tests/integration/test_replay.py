@@ -16,8 +16,10 @@ import pytest
 
 from emgas.processors.events import ActivationReply, Turn
 from emgas.replay.fold import Selection
+from emgas.replay.reader import FEW_RECORDS_BYTES
 from emgas.streams.interfaces.admin import derive_from_turns, replay, switch_version
 from emgas.streams.interfaces.client import MemoryClient
+from emgas.streams.kafka.reader import log_reader
 from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
 from tests.support.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
@@ -162,3 +164,27 @@ def test_from_turns_builds_a_new_version_served_after_the_switch(three):
             assert v1.digest == v2.digest  # same turns, same extractor: same content
 
     run(scenario())
+
+
+def test_a_read_left_early_neither_stops_nor_shortens_the_next(single):
+    """Recovery leaves reads early (a log's first record, the last checkpoint)
+    and reads a few records with small fetches; the reader's next read of
+    the same partition must still get every record of its range."""
+    topic = single.settings.graph_events_topic
+
+    async def reads() -> tuple[list[int], list[int], list[int], list[int]]:
+        async with log_reader(single.settings) as reader:
+            _, end = (await reader.bounds(topic, [0]))[0]
+            async for batch in reader.read(topic, 0, 0, 5, FEW_RECORDS_BYTES):
+                first = [r.offset for r in batch]
+                break  # left early, as `first_log_started` does
+            tail = [r.offset async for b in reader.read(topic, 0, end - 7, end) for r in b]
+            few = [r.offset async for b in reader.read(topic, 0, 2, 9, FEW_RECORDS_BYTES) for r in b]
+            whole = [r.offset async for b in reader.read(topic, 0, 0, end) for r in b]
+        return first, tail, few, whole
+
+    first, tail, few, whole = run(reads())
+    assert first == [0, 1, 2, 3, 4][:len(first)] and first
+    assert len(whole) > 9 and whole == sorted(set(whole))
+    assert tail == [o for o in whole if o >= whole[-1] - 6]
+    assert few == [o for o in whole if 2 <= o < 9]

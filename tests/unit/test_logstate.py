@@ -1,13 +1,18 @@
 """The log's own records, read by prefix: what recovery scans for."""
 
+import asyncio
+import inspect
 from datetime import datetime, timezone
 
 import pytest
+from aiokafka.consumer.fetcher import Fetcher
 
 from emgas.processors.codec import encode
 from emgas.processors.events import Checkpoint, LogStarted
-from emgas.replay.logstate import _CHECKPOINT, _LOG_STARTED, _decoded, _ranges
-from emgas.replay.reader import LogRecord
+from emgas.replay.logstate import (
+    _CHECKPOINT, _LOG_STARTED, FIRST_SCAN_WINDOW, SCAN_WINDOW, _decoded, _ranges, first_log_started, latest_checkpoint,
+)
+from emgas.replay.reader import FETCH_BYTES, FEW_RECORDS_BYTES, LogRecord
 
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -37,3 +42,54 @@ def test_only_whole_records_of_the_kind_asked_are_found(value, prefix, found):
 ])
 def test_snapshot_ranges_are_read_once(spans, merged):
     assert _ranges(spans) == merged
+
+
+class ScriptedLog:
+    """A reader over records given as (offset, value): it notes each range
+    read and the fetch size asked for."""
+
+    def __init__(self, values: dict[int, bytes]) -> None:
+        self.values = values
+        self.reads: list[tuple[int, int, int]] = []
+
+    async def read(self, topic, partition, start, stop, fetch_bytes=FETCH_BYTES):
+        self.reads.append((start, stop, fetch_bytes))
+        batch = [LogRecord(partition, o, 0, None, v) for o, v in sorted(self.values.items()) if start <= o < stop]
+        if batch:
+            yield batch
+
+
+FILLER = b'{"type":"turn_ingested"}'
+CHECKPOINT = encode(Checkpoint(log_id="L", partition=0, as_of=3, snapshots=(), timestamp=AT))
+
+
+@pytest.mark.parametrize("at, end, windows", [
+    (9_990, 10_000, [(10_000 - FIRST_SCAN_WINDOW, 10_000)]),  # among the last records: one small read
+    (9_000, 10_000, [(10_000 - FIRST_SCAN_WINDOW, 10_000),  # further back: then windows of SCAN_WINDOW
+                     (10_000 - FIRST_SCAN_WINDOW - SCAN_WINDOW, 10_000 - FIRST_SCAN_WINDOW)]),
+    (None, 30, [(0, 30)]),  # none: the whole log read once
+])
+def test_the_checkpoint_scan_starts_small_and_finds_the_last_one(at, end, windows):
+    values = {o: FILLER for o in range(end)}
+    if at is not None:
+        values[at - 3] = CHECKPOINT  # an older one, not found first
+        values[at] = CHECKPOINT
+    log = ScriptedLog(values)
+    found = asyncio.run(latest_checkpoint(log, "t", 0, 0, end))
+    assert (found[0] if found else None) == at
+    assert [(lo, hi) for lo, hi, _ in log.reads] == windows
+
+
+def test_a_logs_first_records_are_read_with_a_small_fetch():
+    log = ScriptedLog({0: encode(LogStarted(log_id="L", partition=0, timestamp=AT)), 1: FILLER})
+    found = asyncio.run(first_log_started(log, "t", 0, 0, 2))
+    assert found is not None and found[0] == 0 and found[1].log_id == "L"
+    assert log.reads == [(0, 2, FEW_RECORDS_BYTES)]
+
+
+def test_the_reader_can_still_size_aiokafkas_fetches():
+    """`LogReader._fetch_bytes` sets a private attribute of aiokafka's fetcher,
+    which it reads for each fetch request: an upgrade that renames it fails here."""
+    source = inspect.getsource(Fetcher)
+    assert "self._max_partition_fetch_bytes = max_partition_fetch_bytes" in source
+    assert "self._max_partition_fetch_bytes," in source or "self._max_partition_fetch_bytes)" in source
