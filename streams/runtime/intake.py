@@ -79,9 +79,7 @@ class Intake:
         while not waiting:
             arrived.clear()
             await arrived.wait()
-        batch = waiting.popleft()
-        self._update_room()
-        return batch
+        return self._pop(topic)
 
     async def take_up_to(self, topic: str, most: int, within_s: float) -> list[Batch]:
         """The topic's next batch, and those that arrive within `within_s` of
@@ -105,8 +103,7 @@ class Intake:
                 except asyncio.TimeoutError:
                     break
                 continue
-            batch = waiting.popleft()
-            self._update_room()
+            batch = self._pop(topic)
             batches.append(batch)
             taken += len(batch.records)
         return batches
@@ -122,6 +119,12 @@ class Intake:
         for waiting in self._waiting.values():
             waiting.clear()
         self._update_room()
+
+    def _pop(self, topic: str) -> Batch:
+        """The topic's oldest waiting batch (there is one), taken."""
+        batch = self._waiting[topic].popleft()
+        self._update_room()
+        return batch
 
     def waiting(self) -> int:
         return sum(len(waiting) for waiting in self._waiting.values())

@@ -208,7 +208,7 @@ class QueryServer:
     async def _answer_when_ready(self, record: Any) -> None:
         # Held while the partition caught up: its client may have given up meanwhile.
         if await self.recovery.wait(record.partition) and not self._expired(record):
-            if _is_digest_query(record.value):
+            if _digest_query(record.value) is not None:
                 # Every query held for the partition wakes now: digests (a
                 # verification: a quarter of a second for a graph of 3,000 turns)
                 # once the queries that woke with them, whose clients wait a
@@ -319,19 +319,18 @@ class QueryServer:
 OWNERS_PARTITIONS = 1  # a handful of small records: one partition keeps them in order
 
 
-def _is_digest_query(raw: bytes) -> bool:
-    """Whether a query record asks digests (of a graph or a partition); anything undecodable is not."""
+def _digest_query(raw: bytes) -> DigestQuery | None:
+    """The digest query (of a graph or a partition) a query record holds; None
+    for any other request, and for anything undecodable."""
     try:
-        return isinstance(decode_request(raw), DigestQuery)
+        request = decode_request(raw)
     except DecodeError:
-        return False
+        return None
+    return request if isinstance(request, DigestQuery) else None
 
 
 def _asks_digests(raw: bytes) -> bool:
     """Whether a query record asks a partition's digests (a verification, whose
     client waits longer than a query's timeout); anything undecodable is not."""
-    try:
-        request = decode_request(raw)
-    except DecodeError:
-        return False
-    return isinstance(request, DigestQuery) and request.graph_id is None
+    query = _digest_query(raw)
+    return query is not None and query.graph_id is None
