@@ -171,25 +171,27 @@ class MentionColumns:
         return out
 
     def _tied_texts(self, tied: list[int], c: _Held, slot: np.ndarray, at_us: np.ndarray) -> dict[int, str]:
-        """The text `Mentions` keeps for each tied column: the earliest
-        mention's (ties: the smallest text), mention by mention as it
-        compares them (each column's mentions found by one sort of all)."""
-        order = np.argsort(slot, kind="stable")  # each column's mentions, in run order
-        starts = np.searchsorted(slot[order], np.array(tied, dtype=np.int64))
-        counts = np.bincount(slot)
-        texts, times = self._texts, at_us.tolist()
+        """The text `Mentions` keeps for each tied column. Mention by mention
+        it keeps the smallest (time, text) of the held creation and every
+        mention (a later one replaces the text only when it is smaller), so
+        here: the column's earliest mentions (one sort of all by column, then
+        time) and the smallest of their texts, against the held ones."""
+        order = np.lexsort((at_us, slot))  # each column's mentions, earliest first
+        by_time = at_us[order]
+        tied_at = np.array(tied, dtype=np.int64)
+        starts = np.searchsorted(slot[order], tied_at)
+        ends = starts + np.bincount(slot)[tied_at]
+        texts, held_texts = self._texts, self._columns.text
         out = {}
-        for k, start in zip(tied, starts.tolist()):
-            mentions = order[start:start + counts[k]].tolist()
-            if c.fresh_before[k]:
-                first = mentions.pop(0)
-                text, created = texts[first], times[first]
-            else:
-                text, created = self._columns.text[int(c.slots[k])], int(c.held_created_us[k])
-            for m in mentions:
-                if (times[m], texts[m]) < (created, text):
-                    text = texts[m]
-                created = min(created, times[m])
+        for k, start, end in zip(tied, starts.tolist(), ends.tolist()):
+            earliest = int(by_time[start])
+            last = start + int(np.searchsorted(by_time[start:end], earliest, side="right"))
+            text = min([texts[m] for m in order[start:last].tolist()])
+            if not c.fresh_before[k]:
+                created = int(c.held_created_us[k])
+                held = held_texts[int(c.slots[k])]
+                if created < earliest or (created == earliest and held < text):
+                    text = held
             out[k] = text
         return out
 

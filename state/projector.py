@@ -319,7 +319,8 @@ class PartitionState:
         """Keep each version of `graph_id` as of `as_of` (`state.fold_points`)."""
         for ref in self.repo.graph_refs():
             if ref.graph_id == graph_id:
-                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids(ref), self.repo.records_but_journal(ref))
+                records = self.repo.records_but_journal(ref)
+                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids_in(ref, records), records)
 
     def restore(self, graph_id: str, records: ContentRecords) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""

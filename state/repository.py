@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 
 import orjson
@@ -56,7 +57,7 @@ class PendingPassage(LazyRecord):
     as a record (`model`) or committed (`encode`): thousands of them per
     commit, each written once and rarely read before."""
 
-    __slots__ = ("turn_id", "speaker", "text", "timestamp", "session_id", "metadata", "concept_ids", "seq")
+    __slots__ = ("turn_id", "speaker", "text", "timestamp", "session_id", "metadata", "concept_ids", "seq", "_encoded")
 
     def __init__(
         self, turn_id: str, speaker: str, text: str, timestamp: datetime, session_id: str | None,
@@ -64,6 +65,7 @@ class PendingPassage(LazyRecord):
     ) -> None:
         self.turn_id, self.speaker, self.text, self.timestamp = turn_id, speaker, text, timestamp
         self.session_id, self.metadata, self.concept_ids, self.seq = session_id, metadata, concept_ids, seq
+        self._encoded: bytes | None = None
 
     def model(self) -> Passage:
         return Passage.model_construct(
@@ -72,10 +74,16 @@ class PendingPassage(LazyRecord):
         )
 
     def encode(self) -> bytes:
-        return dumps({
-            "turn_id": self.turn_id, "speaker": self.speaker, "text": self.text, "timestamp": self.timestamp,
-            "session_id": self.session_id, "metadata": self.metadata, "concept_ids": self.concept_ids, "seq": self.seq,
-        }) or super().encode()
+        """Encoded once (a passage never changes once staged): every scan of
+        the pending writes before the commit (a snapshot round's fold point)
+        reads it as bytes, then the commit."""
+        if self._encoded is None:
+            self._encoded = dumps({
+                "turn_id": self.turn_id, "speaker": self.speaker, "text": self.text, "timestamp": self.timestamp,
+                "session_id": self.session_id, "metadata": self.metadata, "concept_ids": self.concept_ids,
+                "seq": self.seq,
+            }) or super().encode()
+        return self._encoded
 
 
 class Entry(NamedTuple):
@@ -196,6 +204,19 @@ class GraphRepository:
         for kind in (b"t", b"f"):
             prefix = keys.section(ref, kind)
             ids.update(key[len(prefix):].decode() for key, _ in self.store.scan(prefix))
+        return ids
+
+    @staticmethod
+    def turn_ids_in(ref: GraphRef, records: Records) -> set[str]:
+        """`turn_ids` read from `records` (the version's, in key order, as
+        `records_but_journal` gives them), without scanning the store again."""
+        ids: set[str] = set()
+        for kind in (b"t", b"f"):
+            prefix = keys.section(ref, kind)
+            k = bisect.bisect_left(records, (prefix,))  # a (key, value) pair sorts after its key alone
+            while k < len(records) and records[k][0].startswith(prefix):
+                ids.add(records[k][0][len(prefix):].decode())
+                k += 1
         return ids
 
     def records(self, ref: GraphRef) -> Iterator[tuple[bytes, bytes]]:

@@ -156,6 +156,16 @@ def test_the_lived_log_has_everything_a_forget_must_undo(lived):
     assert any(e.type == "decay" and e.concepts for e in lived.log)  # ticks that prune
 
 
+def test_a_fold_points_turns_are_read_from_its_records_as_from_the_store(lived):
+    """`turn_ids_in` (what a snapshot round's fold point keeps) equals
+    `turn_ids`, held passages and pruned ones alike."""
+    repo = lived.state.repo
+    for ref in repo.graph_refs():
+        pruned = list(lived.state.txn.scan(keys.section(ref, b"f")))
+        assert pruned, "the lived log prunes passages"
+        assert repo.turn_ids_in(ref, repo.records_but_journal(ref)) == repo.turn_ids(ref)
+
+
 def test_after_forgetting_the_graph_is_the_one_that_never_saw_the_turns(lived):
     never = folded(never_saw(lived.log, {"t0", "t100", "t200"}), FAST)
     assert digests(lived.state) == digests(never)
