@@ -174,26 +174,29 @@ class MentionColumns:
         """The text `Mentions` keeps for each tied column. Mention by mention
         it keeps the smallest (time, text) of the held creation and every
         mention (a later one replaces the text only when it is smaller), so
-        here: the column's earliest mentions (one sort of all by column, then
-        time) and the smallest of their texts, against the held ones."""
+        here: the smallest text of the column's earliest mentions (all
+        mentions sorted by column, then time, at once), against the held one."""
         order = np.lexsort((at_us, slot))  # each column's mentions, earliest first
-        by_time = at_us[order]
-        tied_at = np.array(tied, dtype=np.int64)
-        starts = np.searchsorted(slot[order], tied_at)
-        ends = starts + np.bincount(slot)[tied_at]
-        texts, held_texts = self._texts, self._columns.text
-        out = {}
-        for k, start, end in zip(tied, starts.tolist(), ends.tolist()):
-            earliest = int(by_time[start])
-            last = start + int(np.searchsorted(by_time[start:end], earliest, side="right"))
-            text = min([texts[m] for m in order[start:last].tolist()])
+        by_column, by_time = slot[order], at_us[order]
+        starts = np.flatnonzero(np.r_[True, by_column[1:] != by_column[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, len(order)]))  # each position's column's first position
+        is_tied = np.zeros(len(c.tie), dtype=bool)
+        is_tied[tied] = True
+        earliest = np.flatnonzero((by_time == by_time[first]) & is_tied[by_column])
+        texts = self._texts
+        best: dict[int, str] = {}
+        for k, m in zip(by_column[earliest].tolist(), order[earliest].tolist()):
+            text = best.get(k)
+            if text is None or texts[m] < text:
+                best[k] = texts[m]
+        held_texts = self._columns.text
+        for k in tied:
             if not c.fresh_before[k]:
-                created = int(c.held_created_us[k])
-                held = held_texts[int(c.slots[k])]
-                if created < earliest or (created == earliest and held < text):
-                    text = held
-            out[k] = text
-        return out
+                created, held = int(c.held_created_us[k]), held_texts[int(c.slots[k])]
+                earliest_us = int(by_time[first[np.searchsorted(by_column, k)]])
+                if created < earliest_us or (created == earliest_us and held < best[k]):
+                    best[k] = held
+        return best
 
     def _by_mentions(self, ids: list[str], slots: np.ndarray) -> FoldedMentions:
         """`fold` one mention at a time (`Mentions`), where the kernel cannot."""
