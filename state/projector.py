@@ -43,7 +43,7 @@ from typing import Iterator, Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
+    LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
     SnapshotStarted, TurnIngested,
 )
 from emgas.processors.fold_codec import FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
@@ -206,7 +206,7 @@ class PartitionState:
                     run.append(k)
                     continue
                 if run:
-                    events = [cast(tuple[TurnIngested | TurnRow | Decay, int, bytes | None], batch[j]) for j in run]
+                    events = [cast(tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes | None], batch[j]) for j in run]
                     for j, outcome in zip(run, self._apply_run(events)):
                         outcomes[j] = outcome
                     run = []
@@ -214,7 +214,9 @@ class PartitionState:
                     event, offset, raw = batch[k]
                     outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
 
-    def _apply_run(self, run: Sequence[tuple[TurnIngested | TurnRow | Decay, int, bytes | None]]) -> list[Outcome]:
+    def _apply_run(
+        self, run: Sequence[tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes | None]],
+    ) -> list[Outcome]:
         """A run of one graph (`turn_run.joins_run`), past the offset guard:
         each version's events folded at once."""
         outcomes: list[Outcome | None] = [None] * len(run)
@@ -478,7 +480,7 @@ class PartitionState:
         self.txn.close()
 
 
-def _model(event: TurnIngested | TurnRow | Decay, raw: bytes) -> TurnIngested | Decay:
+def _model(event: TurnIngested | TurnRow | Decay | Consolidate, raw: bytes) -> TurnIngested | Decay | Consolidate:
     """A run's event as its rule takes it (a turn decoded for the fold becomes its model)."""
     return cast(TurnIngested, decode_graph_event(raw)) if type(event) is TurnRow else event  # type: ignore[return-value]
 

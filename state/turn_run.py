@@ -16,6 +16,14 @@ operations the per-event rules (`processors.evolve.evolve_turn`, and
   `decayed_to` and `decay`), which the mentions after it read: it takes its
   place in the run instead of ending it (in a quiet graph's log most ticks
   list nothing, and each would otherwise cut the runs to single turns);
+- a consolidation only replaces the version's topics (`evolve_consolidate`:
+  each topic keeps the members present at its time) and moves the meta's
+  `consolidated_to`; nothing in a run reads topics, and each consolidation
+  replaces all of them, so the run stages the last one's topics, with the
+  members present at its time (the concepts held before the run and those
+  the run's turns before it created: a run removes none), in place of
+  those the version had before the run (in a log of a turn a day or so,
+  such as a daily memory's, nearly every turn brings one);
 - the concepts the run mentions are read from the graph's concept columns
   (`state.concept_columns`) a set at a time, each mention applied in log
   order in one compiled loop (`state.mention_columns`: what
@@ -35,12 +43,15 @@ a time, bit for bit (`tests/unit/test_fold_property.py`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from typing import TYPE_CHECKING
 
-from emgas.processors.events import Decay, TurnIngested
+from emgas.processors.events import Consolidate, Decay, TurnIngested
+from emgas.processors.evolve import Slice, evolve_consolidate
 from emgas.processors.fold_codec import TurnRow, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
+from emgas.processors.writes import SetTopics
 from emgas.state import keys
 from emgas.state.mention_columns import FoldedMentions, MentionColumns
 from emgas.state.repository import GraphRepository, PendingPassage
@@ -51,13 +62,14 @@ if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotation
     from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
-RunEvent = tuple[TurnIngested | TurnRow | Decay, int, bytes]
+RunEvent = tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes]
 
 
 def joins_run(event: object) -> bool:
-    """Whether `event` can be folded inside a run of turns: a turn, or a
-    decay tick that lists nothing (its only write is the meta's last tick)."""
-    if is_turn(event):
+    """Whether `event` can be folded inside a run of turns: a turn, a decay
+    tick that lists nothing (its only write is the meta's last tick), or a
+    consolidation (it writes the meta and the topics, which no turn reads)."""
+    if is_turn(event) or isinstance(event, Consolidate):
         return True
     return isinstance(event, Decay) and not event.concepts and not event.edges
 
@@ -69,26 +81,28 @@ class FoldedRun:
     as the run leaves them, the meta after it."""
 
     applied: list[tuple[TurnIngested | TurnRow, int, bytes]]
-    ticks: list[tuple[Decay, int, bytes]]
+    ticks: list[tuple[Decay | Consolidate, int, bytes]]  # the decay ticks and consolidations applied
     passages: list[PendingPassage]
     mentions: FoldedMentions  # the concepts it mentions, as it leaves them
     meta: GraphMeta
+    topics: SetTopics | None = None  # the last consolidation's topics (None: the run has none)
 
 
 def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bool) -> list[Outcome | None]:
     """Per event of the run, why its rule's guard skips it as the events
     before it leave the state (None: it applies). A turn: stored in `ref`
     already, or earlier in the run (DUPLICATE_TURN), forgotten on request
-    (FORGOTTEN_TURN). A tick: of a version not known (`known`: before the
-    run; a turn applied makes it so) (UNKNOWN_GRAPH), not later than the
-    last tick (DUPLICATE_TICK)."""
+    (FORGOTTEN_TURN). A tick or a consolidation: of a version not known
+    (`known`: before the run; a turn applied makes it so) (UNKNOWN_GRAPH),
+    not later than the last of its kind (DUPLICATE_TICK)."""
     turns = [event for event, _, _ in run if is_turn(event)]
     stored = repo.store.multi_get(
         [key for event in turns for key in (keys.passage(ref, event.turn_id), keys.forgotten_turn(ref, event.turn_id))]
     )
     tombstones = repo.store.multi_get([keys.tombstone(ref.graph_id, event.turn_id) for event in turns])
     seen: set[str] = set()  # turns applied earlier in the run
-    last_tick = repo.meta(ref).decayed_to
+    meta = repo.meta(ref)
+    last: dict[type, datetime | None] = {Decay: meta.decayed_to, Consolidate: meta.consolidated_to}  # per kind of tick
     outcomes: list[Outcome | None] = []
     k = 0
     for event, _, _ in run:
@@ -106,11 +120,11 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
             k += 1
         elif not known:
             outcomes.append(Outcome.UNKNOWN_GRAPH)
-        elif last_tick is not None and event.timestamp <= last_tick:
+        elif (before := last[type(event)]) is not None and event.timestamp <= before:
             outcomes.append(Outcome.DUPLICATE_TICK)
         else:
             outcomes.append(None)
-            last_tick = event.timestamp
+            last[type(event)] = event.timestamp
     return outcomes
 
 
@@ -124,18 +138,25 @@ def fold_run(
     Per turn (`evolve_turn`): each concept mentioned (`Mentions`), its
     passage at place seq = N (0-based, log order), N + 1, clock = max,
     first_seen = min. Per tick (`evolve_decay` of one that lists nothing):
-    decayed_to = its time, decay = its parameters."""
+    decayed_to = its time, decay = its parameters. Per consolidation:
+    consolidated_to = its time; the last one's topics (`_topics`)."""
     meta = repo.meta(view.ref)
     mentions = MentionColumns(view.columns, view.index, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages: list[PendingPassage] = []
     applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
-    ticks: list[tuple[Decay, int, bytes]] = []
+    ticks: list[tuple[Decay | Consolidate, int, bytes]] = []
+    consolidation: tuple[Consolidate, GraphMeta, int] | None = None  # the last, its meta, the turns before it
     for event, offset, raw in applied:
         at = event.timestamp
         if isinstance(event, Decay):
             meta = meta.model_copy(update={"decayed_to": at, "decay": event.params})
             mentions.ticked(meta)
+            ticks.append((event, offset, raw))
+            continue
+        if isinstance(event, Consolidate):
+            meta = meta.model_copy(update={"consolidated_to": at})
+            consolidation = (event, meta, len(applied_turns))
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
@@ -150,14 +171,33 @@ def fold_run(
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta)
+    topics = None if consolidation is None else _topics(view, params, *consolidation, applied_turns)
+    return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta, topics)
+
+
+def _topics(
+    view: GraphView, params: GraphParams, event: Consolidate, meta: GraphMeta, turns_before: int,
+    applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]],
+) -> SetTopics:
+    """The topics the run's last consolidation leaves (`evolve_consolidate`),
+    in place of those the version had before the run: each keeps its members
+    present at the consolidation's time, held before the run or created by
+    the run's turns before it."""
+    named = {m for topic in event.topics for m in topic.members}
+    present = {m for m in named if m in view.index}
+    if len(present) < len(named):
+        present |= named & {c.id for turn, _, _ in applied_turns[:turns_before] for c in turn.concepts}
+    before = Slice(ref=view.ref, meta=meta, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
+    (write,) = [w for w in evolve_consolidate(event, before, params) if isinstance(w, SetTopics)]
+    return write
 
 
 def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     """Stage what the run writes: what the writes of each of its events
     stage, each record once (the journal entries per event, the passages
-    per turn, the meta as the run leaves it; the concepts' records are
-    written from the view's columns when the transaction settles)."""
+    per turn, the meta as the run leaves it, the topics as its last
+    consolidation leaves them; the concepts' records are written from the
+    view's columns when the transaction settles)."""
     staged: dict[bytes, Pending] = {
         keys.journal_entry(ref, offset): raw for _, offset, raw in (*run.applied, *run.ticks)
     }
@@ -166,4 +206,7 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     staged[keys.graph_meta(ref)] = run.meta
     for passage in run.passages:
         staged[keys.passage(ref, passage.turn_id)] = passage  # it links its concepts (`keys`)
+    if run.topics is not None:
+        staged.update(dict.fromkeys((keys.topic(ref, topic_id) for topic_id in run.topics.removed), None))
+        staged.update({keys.topic(ref, topic.id): topic for topic in run.topics.topics})
     repo.store.stage(staged)

@@ -294,6 +294,8 @@ class GraphView:
             np.array(at_us, dtype=np.int64),
         )
         self.turns = run.meta.turns
+        if run.topics is not None:
+            self.set_topics(list(run.topics.topics))
 
     def concept_records(self, only: Iterable[str]) -> dict[str, list]:
         """The values (`Mentions`' order) of those of the concepts `only` whose
