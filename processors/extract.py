@@ -20,7 +20,7 @@ import threading
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple, Sequence
 from importlib.metadata import version as _version
 
 import simplemma
@@ -137,14 +137,27 @@ def lemma(word: str, language: str) -> str:
     return simplemma.lemmatize(_POSSESSIVE.sub("", word), lang=language).lower()
 
 
+class Candidate(NamedTuple):
+    """A term a text may be about, before the minimal cover chooses among
+    them (a plain tuple: a text has several times more candidates than
+    concepts, and only the chosen become `Concept` models)."""
+
+    id: str
+    text: str
+    importance: float
+
+
 def extract(text: str, params: ExtractionParams, language: str | None = None) -> tuple[Concept, ...]:
     """Concepts of one text, most important first (ties by id: deterministic)."""
     language = language or detect_language(text, params)
     if language == "zh":
-        return _minimal_cover(_chinese_candidates(text))[: params.max_concepts]
-    if params.method == "words":
+        candidates = _chinese_candidates(text)
+    elif params.method == "words":
         return _content_words(text, language, params)
-    return _minimal_cover(_yake_candidates(text, language, params))[: params.max_concepts]
+    else:
+        candidates = _yake_candidates(text, language, params)
+    return tuple(Concept(id=c.id, text=c.text, importance=c.importance)
+                 for c in _minimal_cover(candidates)[: params.max_concepts])
 
 
 _SENTENCE_END = ".!?:;\n"
@@ -248,7 +261,7 @@ def _yake(language: str, max_ngram: int, top: int) -> yake.KeywordExtractor:
     return yake.KeywordExtractor(lan=language, n=max_ngram, dedupLim=0.9, top=top)
 
 
-def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list[Concept]:
+def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list[Candidate]:
     extractor = _yake(language, params.max_ngram, params.max_concepts * 3)
     stopwords = extractor.stopword_set
     out = []
@@ -258,11 +271,11 @@ def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list
         if not cid or any(w in stopwords or w.isdigit() or len(w) < 2 for w in words):
             continue
         importance = 1.0 / (1.0 + float(score) / params.yake_score_scale)
-        out.append(Concept(id=cid, text=surface, importance=_clamp(importance)))
+        out.append(Candidate(cid, surface, _clamp(importance)))
     return out
 
 
-def _chinese_candidates(text: str) -> list[Concept]:
+def _chinese_candidates(text: str) -> list[Candidate]:
     """Chinese terms (`processors.chinese.terms`), importance = tf·idf / the
     text's highest tf·idf; ASCII words inside (Kafka, OPPOReno7) as lemmas."""
     weights = chinese.weights(text)
@@ -273,7 +286,7 @@ def _chinese_candidates(text: str) -> list[Concept]:
     for term, weight in weights.items():
         cid = _chinese_id(term)
         if cid and not cid.isdigit():
-            out.append(Concept(id=cid, text=term, importance=_clamp(weight / top)))
+            out.append(Candidate(cid, term, _clamp(weight / top)))
     return out
 
 
@@ -285,9 +298,11 @@ def _clamp(x: float) -> float:
     return min(1.0, max(1e-6, x))
 
 
-def _minimal_cover(candidates: list[Concept]) -> tuple[Concept, ...]:
-    """Merge equal ids (keep the best importance) and drop n-grams containing another."""
-    best: dict[str, Concept] = {}
+def _minimal_cover(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Merge equal ids (keep the best importance) and drop n-grams containing
+    another (which passes its importance on when higher); most important
+    first, ties by id."""
+    best: dict[str, Candidate] = {}
     for c in candidates:
         if c.id not in best or c.importance > best[c.id].importance:
             best[c.id] = c
@@ -304,10 +319,10 @@ def _minimal_cover(candidates: list[Concept]) -> tuple[Concept, ...]:
         else:
             kept.append(cid)
     concepts = [
-        best[cid] if importance[cid] == best[cid].importance else best[cid].model_copy(update={"importance": importance[cid]})
+        best[cid] if importance[cid] == best[cid].importance else best[cid]._replace(importance=importance[cid])
         for cid in kept
     ]
-    return tuple(sorted(concepts, key=lambda c: (-c.importance, c.id)))
+    return sorted(concepts, key=lambda c: (-c.importance, c.id))
 
 
 def _contains(longer: str, shorter: str) -> bool:

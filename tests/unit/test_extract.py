@@ -108,16 +108,14 @@ def _cover_by_every_pair(candidates):
             importance[part] = max(importance[part], importance[cid])
         if not parts:
             kept.append(cid)
-    return tuple(sorted((best[c].model_copy(update={"importance": importance[c]}) for c in kept),
-                        key=lambda c: (-c.importance, c.id)))
+    return sorted((best[c]._replace(importance=importance[c]) for c in kept), key=lambda c: (-c.importance, c.id))
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.sampled_from(["kafka", "lag", "consumer", "日志", "a"]), min_size=1, max_size=3),
                           st.floats(0.01, 1.0)), max_size=12))
 def test_the_minimal_cover_compares_only_phrases_with_shorter_ids_and_gives_what_every_pair_did(raw):
-    from emgas.processors.events import Concept
-    from emgas.processors.extract import _minimal_cover
+    from emgas.processors.extract import Candidate, _minimal_cover
 
-    candidates = [Concept(id=" ".join(words), text=" ".join(words), importance=w) for words, w in raw]
+    candidates = [Candidate(" ".join(words), " ".join(words), w) for words, w in raw]
     assert _minimal_cover(candidates) == _cover_by_every_pair(candidates)
