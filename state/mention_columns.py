@@ -106,6 +106,16 @@ class MentionColumns:
     def mentioned(self) -> bool:
         return bool(self._slots)
 
+    @property
+    def concepts_seen(self) -> int:
+        """The distinct concepts the run's turns so far mention."""
+        return len(self._slots)
+
+    def seen_among(self, ids: set[str], first: int) -> set[str]:
+        """Those of `ids` among the first `first` distinct concepts the run mentions."""
+        slots = self._slots
+        return {cid for cid in ids if slots.get(cid, first) < first}
+
     def fold(self) -> FoldedMentions:
         """Every concept mentioned, as the run's last mention of it leaves it (nothing is changed yet)."""
         ids = list(self._slots)

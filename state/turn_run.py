@@ -156,7 +156,7 @@ def fold_run(
             continue
         if isinstance(event, Consolidate):
             meta = meta.model_copy(update={"consolidated_to": at})
-            consolidation = (event, meta, len(applied_turns))
+            consolidation = (event, meta, mentions.concepts_seen)
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
@@ -171,22 +171,22 @@ def fold_run(
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    topics = None if consolidation is None else _topics(view, params, *consolidation, applied_turns)
+    topics = None if consolidation is None else _topics(view, params, mentions, *consolidation)
     return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta, topics)
 
 
 def _topics(
-    view: GraphView, params: GraphParams, event: Consolidate, meta: GraphMeta, turns_before: int,
-    applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]],
+    view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, meta: GraphMeta,
+    seen: int,
 ) -> SetTopics:
     """The topics the run's last consolidation leaves (`evolve_consolidate`),
     in place of those the version had before the run: each keeps its members
-    present at the consolidation's time, held before the run or created by
-    the run's turns before it."""
+    present at the consolidation's time, held before the run or among the
+    `seen` concepts the run's turns before it mentioned (and so created)."""
     named = {m for topic in event.topics for m in topic.members}
     present = {m for m in named if m in view.index}
     if len(present) < len(named):
-        present |= named & {c.id for turn, _, _ in applied_turns[:turns_before] for c in turn.concepts}
+        present |= mentions.seen_among(named - present, seen)
     before = Slice(ref=view.ref, meta=meta, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
     (write,) = [w for w in evolve_consolidate(event, before, params) if isinstance(w, SetTopics)]
     return write
