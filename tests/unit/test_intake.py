@@ -17,6 +17,19 @@ def records(topic: str, partition: int, offsets) -> list[Record]:
     return [Record(topic, partition, o, b"k", f"{topic}@{o}".encode()) for o in offsets]
 
 
+_CONSUMERS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_consumer_loops():
+    """Each consumer's thread (never started here) made an event loop of its
+    own; closed after the test, not left to the collector (whose finaliser
+    then met the loop's socket closed first, an unraisable error in a later test)."""
+    yield
+    while _CONSUMERS:
+        _CONSUMERS.pop()._thread.thread_loop.close()
+
+
 async def consumer_with(intake: Intake):
     """A worker's consumer (not started) subscribed to the intake's topics, its flow on."""
     app = App("emgas-test", broker="kafka://127.0.0.1:9", fetch_max_wait_ms=100)
@@ -26,6 +39,7 @@ async def consumer_with(intake: Intake):
     app.take_in_batches(intake)
     consumer = app.consumer
     consumer.resume_flow()
+    _CONSUMERS.append(consumer)
     return app, consumer
 
 
