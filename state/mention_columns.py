@@ -203,7 +203,7 @@ class MentionColumns:
         for k in tied:
             if not c.fresh_before[k]:
                 created, held = int(c.held_created_us[k]), held_texts[int(c.slots[k])]
-                earliest_us = int(by_time[first[np.searchsorted(by_column, k)]])
+                earliest_us = int(by_time[np.searchsorted(by_column, k)])  # its group starts there
                 if created < earliest_us or (created == earliest_us and held < best[k]):
                     best[k] = held
         return best

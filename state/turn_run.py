@@ -146,7 +146,7 @@ def fold_run(
     passages: list[PendingPassage] = []
     applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
     ticks: list[tuple[Decay | Consolidate, int, bytes]] = []
-    consolidation: tuple[Consolidate, GraphMeta, int] | None = None  # the last, its meta, the turns before it
+    consolidation: tuple[Consolidate, int] | None = None  # the last one, and the concepts mentioned before it
     for event, offset, raw in applied:
         at = event.timestamp
         if isinstance(event, Decay):
@@ -156,7 +156,7 @@ def fold_run(
             continue
         if isinstance(event, Consolidate):
             meta = meta.model_copy(update={"consolidated_to": at})
-            consolidation = (event, meta, mentions.concepts_seen)
+            consolidation = (event, mentions.concepts_seen)
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
@@ -175,10 +175,7 @@ def fold_run(
     return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta, topics)
 
 
-def _topics(
-    view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, meta: GraphMeta,
-    seen: int,
-) -> SetTopics:
+def _topics(view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, seen: int) -> SetTopics:
     """The topics the run's last consolidation leaves (`evolve_consolidate`),
     in place of those the version had before the run: each keeps its members
     present at the consolidation's time, held before the run or among the
@@ -187,8 +184,8 @@ def _topics(
     present = {m for m in named if m in view.index}
     if len(present) < len(named):
         present |= mentions.seen_among(named - present, seen)
-    before = Slice(ref=view.ref, meta=meta, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
-    (write,) = [w for w in evolve_consolidate(event, before, params) if isinstance(w, SetTopics)]
+    before = Slice(ref=view.ref, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
+    (write,) = [w for w in evolve_consolidate(event, before, params) if isinstance(w, SetTopics)]  # the run stages its meta
     return write
 
 
@@ -206,7 +203,6 @@ def stage_run(repo: GraphRepository, ref: GraphRef, run: FoldedRun) -> None:
     staged[keys.graph_meta(ref)] = run.meta
     for passage in run.passages:
         staged[keys.passage(ref, passage.turn_id)] = passage  # it links its concepts (`keys`)
-    if run.topics is not None:
-        staged.update(dict.fromkeys((keys.topic(ref, topic_id) for topic_id in run.topics.removed), None))
-        staged.update({keys.topic(ref, topic.id): topic for topic in run.topics.topics})
     repo.store.stage(staged)
+    if run.topics is not None:
+        repo.apply(ref, (run.topics,), None)
