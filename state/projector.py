@@ -48,7 +48,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.fold_codec import FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
-from emgas.processors.writes import Forgetting, Refolded, SwitchVersion, Writes
+from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
@@ -240,22 +240,81 @@ class PartitionState:
 
     def _fold_run(self, ref: GraphRef, run: list[turn_run.RunEvent]) -> list[Outcome]:
         """The run's events of one graph version, in log order: their
-        outcomes. Should folding them raise, each is applied alone, so the
-        rejection is the one event's, as without batches."""
+        outcomes. Folded part by part (`turn_run.part_end`): in each, the
+        pruning ticks applied first, one at a time but for their meta
+        (`_prune_ahead`), then the part at once."""
         outcomes = turn_run.skipped(self.repo, ref, run, known=ref in self.views)
-        applied = [item for item, outcome in zip(run, outcomes) if outcome is None]
-        if applied:
-            new = ref not in self.views
-            view = self._view_of(ref)  # before staging: loading it after would count the run twice
-            try:
-                folded = turn_run.fold_run(self.repo, view, applied, self.params)
-            except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
-                if new:
-                    del self.views[ref]
-                return [self._content_event(_model(event, raw), offset, None, raw) for event, offset, raw in run]
-            turn_run.stage_run(self.repo, ref, folded)
-            view.add_turns(folded)
+        start = 0
+        while start < len(run):
+            end = turn_run.part_end(run, outcomes, start, known=ref in self.views)
+            start, rejected = self._fold_part(ref, run, outcomes, start, end)
+            if rejected:  # the ticks after it see the state without it
+                outcomes[start:] = turn_run.skipped(self.repo, ref, run[start:], known=ref in self.views)
         return [Outcome.APPLIED if outcome is None else outcome for outcome in outcomes]
+
+    def _fold_part(
+        self, ref: GraphRef, run: list[turn_run.RunEvent], outcomes: list[Outcome | None], start: int, end: int,
+    ) -> tuple[int, bool]:
+        """Fold run[start:end] (`outcomes`: its guards', updated in place):
+        its pruning ticks ahead, then all of it. A tick rejected ends the
+        part there: where the next one starts, and whether a tick was rejected."""
+        ahead: dict[int, frozenset[str]] = {}
+        for k in range(start, end):
+            event, offset, raw = run[k]
+            if outcomes[k] is None and turn_run.prunes(event):
+                outcome, removed = self._prune_ahead(ref, cast(Decay, event), offset, raw)
+                if outcome is not Outcome.APPLIED:
+                    outcomes[start:k] = self._fold_events(ref, run[start:k], outcomes[start:k], ahead)
+                    outcomes[k] = outcome
+                    return k + 1, True
+                ahead[offset] = removed
+        outcomes[start:end] = self._fold_events(ref, run[start:end], outcomes[start:end], ahead)
+        return end, False
+
+    def _fold_events(
+        self, ref: GraphRef, run: list[turn_run.RunEvent], outcomes: list[Outcome | None],
+        ahead: dict[int, frozenset[str]],
+    ) -> list[Outcome | None]:
+        """Fold `run` at once (`outcomes`: its guards'; `ahead`: its pruning
+        ticks applied but for their meta): the outcomes. Should folding
+        them raise, each is applied alone, so the rejection is the one
+        event's, as without batches."""
+        applied = [item for item, outcome in zip(run, outcomes) if outcome is None]
+        if not applied:
+            return outcomes
+        new = ref not in self.views
+        view = self._view_of(ref)  # before staging: loading it after would count the run twice
+        try:
+            folded = turn_run.fold_run(self.repo, view, applied, self.params, ahead)
+        except Exception:  # noqa: BLE001 - folded one at a time below, where a poison event is an outcome
+            if new:
+                del self.views[ref]
+            return [
+                self._tick_meta(ref, cast(Decay, event)) if offset in ahead
+                else self._content_event(_model(event, raw), offset, None, raw)
+                for event, offset, raw in run
+            ]
+        turn_run.stage_run(self.repo, ref, folded)
+        view.add_turns(folded)
+        return outcomes
+
+    def _prune_ahead(self, ref: GraphRef, tick: Decay, offset: int, raw: bytes) -> tuple[Outcome, frozenset[str]]:
+        """A pruning tick past its guard (`turn_run.skipped`), applied ahead
+        of its part's turns but for its meta, which its run moves in its
+        place: the outcome, and the concepts it removed."""
+        listed = {c.id for c in tick.concepts}
+        held = {cid for cid in listed if cid in self._view_of(ref).index}
+        outcome = self._evolve(rule_for(tick), tick, ref, self.repo.meta(ref), offset, None, raw, meta_in_run=True)
+        index = self._view_of(ref).index  # a view compacted after it is a new one
+        return outcome, frozenset(cid for cid in held if cid not in index)
+
+    def _tick_meta(self, ref: GraphRef, tick: Decay) -> Outcome:
+        """The meta move of a tick applied ahead (`evolve_decay`'s `PutMeta`)."""
+        meta = self.repo.meta(ref).model_copy(update={"decayed_to": tick.timestamp, "decay": tick.params})
+        writes = (PutMeta(meta),)
+        self.repo.apply(ref, writes, None)
+        self._apply_to_view(ref, self._view_of(ref), writes, compact=False)
+        return Outcome.APPLIED
 
     def _graph_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
         rule_for(event)  # before anything: a type without a rule is never skipped or recorded
@@ -361,10 +420,13 @@ class PartitionState:
 
     def _evolve(
         self, rule: Rule, event: GraphEvent, ref: GraphRef, meta: GraphMeta, offset: int, refolds: Refolds | None,
-        raw: bytes | None,
+        raw: bytes | None, meta_in_run: bool = False,
     ) -> Outcome:
+        """`meta_in_run`: all the writes but the meta's (a tick applied ahead of its run's turns)."""
         try:
             writes = rule.evolve(event, rule.load(self, event, ref, meta, refolds), self.params)
+            if meta_in_run:
+                writes = tuple(write for write in writes if not isinstance(write, PutMeta))
         except NotImplementedError:
             raise  # a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash

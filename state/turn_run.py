@@ -1,29 +1,38 @@
 """A run of turns of one graph version, folded at once.
 
-Between two events that must see the state one at a time (a tick that
-lists something, a consolidation, a retrieval, a forget, a version switch,
-the log's own records), the turns of a graph version only add: mentions
-to concepts, passages, co-occurrences. So the batch fold
-(`PartitionState.apply_batch`) folds such a run as a whole, with the
-operations the per-event rules (`processors.evolve.evolve_turn`, and
-`evolve_decay` of a tick that lists nothing) would apply, in the same order:
+Between two events that must see the state one at a time (a retrieval, a
+forget, a version switch, the log's own records), the turns of a graph
+version only add: mentions to concepts, passages, co-occurrences. So the
+batch fold (`PartitionState.apply_batch`) folds such a run as a whole, with
+the operations the per-event rules (`processors.evolve.evolve_turn`,
+`evolve_decay`, `evolve_consolidate`) would apply, in the same order:
 
 - the run's events are checked as their rules' guards check each (a turn
   stored already, or earlier in the run, is a duplicate; a forgotten one is
   skipped; a tick of a version not known yet, or not later than the last
   tick, is skipped);
-- a tick that lists nothing only moves the graph's last tick (the meta's
-  `decayed_to` and `decay`), which the mentions after it read: it takes its
-  place in the run instead of ending it (in a quiet graph's log most ticks
-  list nothing, and each would otherwise cut the runs to single turns);
+- a decay tick moves the graph's last tick (the meta's `decayed_to` and
+  `decay`), which the mentions after it read: it takes its place in the
+  run instead of ending it (in a quiet graph's log most ticks list
+  nothing, and each would otherwise cut the runs to single turns);
+- a tick that prunes (it lists concepts or edges) also removes what still
+  qualifies of them, with their edges, links and orphaned passages. It
+  reads and writes only what it lists and what hangs on it, so where no
+  turn of the run before it mentions a concept it lists, nor both ends of
+  an edge it lists, it gives the same state applied before those turns
+  as after them (the turns after it come after it either way): the fold
+  applies it ahead of them, one event at a time
+  (`PartitionState._fold_run`), and only its meta move stays in the run.
+  Where a turn before it does touch it, the run is cut there
+  (`part_end`). So the ticks of a graph that forgets as it goes no longer
+  cut its runs into single days;
 - a consolidation only replaces the version's topics (`evolve_consolidate`:
   each topic keeps the members present at its time) and moves the meta's
   `consolidated_to`; nothing in a run reads topics, and each consolidation
   replaces all of them, so the run stages the last one's topics, with the
-  members present at its time (the concepts held before the run and those
-  the run's turns before it created: a run removes none), in place of
-  those the version had before the run (in a log of a turn a day or so,
-  such as a daily memory's, nearly every turn brings one);
+  members present at its time: the concepts held before the run and those
+  the run's turns before it created, less those the ticks before it
+  pruned, plus those the ticks after it pruned (`_topics`);
 - the concepts the run mentions are read from the graph's concept columns
   (`state.concept_columns`) a set at a time, each mention applied in log
   order in one compiled loop (`state.mention_columns`: what
@@ -44,8 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, evolve_consolidate
@@ -67,11 +75,15 @@ RunEvent = tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes]
 
 def joins_run(event: object) -> bool:
     """Whether `event` can be folded inside a run of turns: a turn, a decay
-    tick that lists nothing (its only write is the meta's last tick), or a
-    consolidation (it writes the meta and the topics, which no turn reads)."""
-    if is_turn(event) or isinstance(event, Consolidate):
-        return True
-    return isinstance(event, Decay) and not event.concepts and not event.edges
+    tick (the meta's last tick; what it prunes is applied ahead of the
+    run's turns, or the run is cut there: `part_end`), or a consolidation
+    (it writes the meta and the topics, which no turn reads)."""
+    return is_turn(event) or isinstance(event, (Consolidate, Decay))
+
+
+def prunes(event: object) -> bool:
+    """Whether `event` is a decay tick that lists concepts or edges to prune."""
+    return isinstance(event, Decay) and bool(event.concepts or event.edges)
 
 
 @dataclass(frozen=True)
@@ -128,18 +140,48 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
     return outcomes
 
 
+def part_end(run: list[RunEvent], outcomes: list[Outcome | None], start: int, known: bool) -> int:
+    """The end (exclusive) of the part of `run` from `start` in which every
+    pruning tick that applies (`outcomes`: see `skipped`) can be applied
+    ahead of the part's turns before it: none of them mentions a concept it
+    lists, or both ends of an edge it lists (maybe in different turns: a cut
+    too many is only slower), so its slice and its writes are disjoint from
+    theirs; and the version exists at the part's start (`known`). The
+    turns after it come after it either way, and events that do not apply
+    touch nothing."""
+    mentioned: set[str] = set()  # by the part's turns so far
+    for k in range(start, len(run)):
+        event = run[k][0]
+        if outcomes[k] is not None:
+            continue
+        if is_turn(event):
+            mentioned.update(c.id for c in event.concepts)
+        elif prunes(event):
+            assert isinstance(event, Decay)
+            touched = any(c.id in mentioned for c in event.concepts) or any(
+                e.a in mentioned and e.b in mentioned for e in event.edges
+            )
+            if touched or not known:
+                return max(k, start + 1)  # at the part's start (not known: never met), alone
+    return len(run)
+
+
 def fold_run(
     repo: GraphRepository, view: GraphView, applied: list[RunEvent], params: GraphParams,
+    ahead: Mapping[int, frozenset[str]] | None = None,
 ) -> FoldedRun:
     """The events `applied` (all past their guards: see `skipped`), folded
     in order onto `view`'s graph version as it is. Reads only: `stage_run`
     writes the result to the store, `GraphView.add_turns` to the view.
+    `ahead`: the pruning ticks among them already applied but for their
+    meta (their offset -> the concepts each removed; `part_end`).
 
     Per turn (`evolve_turn`): each concept mentioned (`Mentions`), its
     passage at place seq = N (0-based, log order), N + 1, clock = max,
-    first_seen = min. Per tick (`evolve_decay` of one that lists nothing):
-    decayed_to = its time, decay = its parameters. Per consolidation:
-    consolidated_to = its time; the last one's topics (`_topics`)."""
+    first_seen = min. Per tick (`evolve_decay`'s meta): decayed_to = its
+    time, decay = its parameters. Per consolidation: consolidated_to = its
+    time; the last one's topics (`_topics`)."""
+    ahead = ahead or {}
     meta = repo.meta(view.ref)
     mentions = MentionColumns(view.columns, view.index, meta, params)
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
@@ -147,16 +189,21 @@ def fold_run(
     applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
     ticks: list[tuple[Decay | Consolidate, int, bytes]] = []
     consolidation: tuple[Consolidate, int] | None = None  # the last one, and the concepts mentioned before it
+    pruned_since: set[str] = set()  # the concepts ticks applied ahead removed after the last consolidation
     for event, offset, raw in applied:
         at = event.timestamp
         if isinstance(event, Decay):
             meta = meta.model_copy(update={"decayed_to": at, "decay": event.params})
             mentions.ticked(meta)
-            ticks.append((event, offset, raw))
+            if offset in ahead:
+                pruned_since |= ahead[offset]  # its journal entry is staged already
+            else:
+                ticks.append((event, offset, raw))
             continue
         if isinstance(event, Consolidate):
             meta = meta.model_copy(update={"consolidated_to": at})
             consolidation = (event, mentions.concepts_seen)
+            pruned_since = set()
             ticks.append((event, offset, raw))
             continue
         applied_turns.append((event, offset, raw))
@@ -171,17 +218,22 @@ def fold_run(
         if first_seen is None or at < first_seen:
             first_seen = at
     meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
-    topics = None if consolidation is None else _topics(view, params, mentions, *consolidation)
+    topics = None if consolidation is None else _topics(view, params, mentions, *consolidation, pruned_since)
     return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta, topics)
 
 
-def _topics(view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, seen: int) -> SetTopics:
+def _topics(
+    view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, seen: int, pruned_after: set[str],
+) -> SetTopics:
     """The topics the run's last consolidation leaves (`evolve_consolidate`),
     in place of those the version had before the run: each keeps its members
-    present at the consolidation's time, held before the run or among the
-    `seen` concepts the run's turns before it mentioned (and so created)."""
+    present at the consolidation's time: held now (the ticks applied ahead
+    of the run's turns have removed theirs) or removed by a tick after it
+    (`pruned_after`: none of those is a concept a turn of the run mentions),
+    or among the `seen` concepts the run's turns before it mentioned (and so
+    created)."""
     named = {m for topic in event.topics for m in topic.members}
-    present = {m for m in named if m in view.index}
+    present = {m for m in named if m in view.index or m in pruned_after}
     if len(present) < len(named):
         present |= mentions.seen_among(named - present, seen)
     before = Slice(ref=view.ref, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
