@@ -1,17 +1,22 @@
-"""Decoding graph events for the fold without a model per concept.
+"""Decoding graph events for the fold without a model per concept or topic.
 
 A `turn_ingested` event is most of a log, and validating it into pydantic
 models (the event and one `Concept` per concept) costs several times what
 the fold then does with it. `decode_for_fold` reads the turns a worker
 writes (the current schema version, canonical timestamps) into a
 `TurnRow`: the event's fields, validated by the same rules as
-`TurnIngested`, its concepts as light `ConceptRow`s. Anything else, and any
-turn that is not plainly valid, takes `codec.decode_graph_event`: so a bad
-event is refused with the same one-line reason, and an accepted one has the
-same field values either way (`tests/unit/test_fold_codec.py`).
+`TurnIngested`, its concepts as light `ConceptRow`s. A `consolidate` event
+likewise becomes a `ConsolidateRow`, its topics `TopicRow`s: a daily
+memory's log brings one nearly every turn, each naming the graph's every
+topic, and a run of turns applies only its last one's (`state.turn_run`).
+Anything else, and any turn or consolidation that is not plainly valid,
+takes `codec.decode_graph_event`: so a bad event is refused with the same
+one-line reason, and an accepted one has the same field values either way
+(`tests/unit/test_fold_codec.py`).
 
-A `TurnRow` is a turn for the fold to apply, not a schema: the event's
-schema stays `TurnIngested`, which `model` gives when a rule needs it.
+A row is an event for the fold to apply, not a schema: the event's schema
+stays `TurnIngested` or `Consolidate`, which `model` gives when a rule
+needs it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any, Literal, TypeGuard
 import msgspec
 
 from emgas.processors.codec import decode_graph_event, encode
-from emgas.processors.events import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, MAX_ID_CHARS, GraphEvent, TurnIngested
+from emgas.processors.events import (
+    EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, MAX_ID_CHARS, Consolidate, GraphEvent, TurnIngested,
+)
 
 
 class ConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,36 +85,85 @@ class TurnRow:
         })
 
 
-FoldEvent = GraphEvent | TurnRow
+class TopicRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A topic of a consolidation: `processors.events.TopicNode`'s fields."""
+
+    id: str
+    label: str
+    members: tuple[str, ...]
+
+
+class _ConsolidateWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A consolidate event as workers write it (every field present)."""
+
+    type: Literal["consolidate"]
+    schema_version: Literal[1]
+    graph_id: str
+    graph_version: int
+    timestamp: str
+    topics: tuple[TopicRow, ...]
+
+
+class ConsolidateRow:
+    """A `consolidate` event decoded for the fold: `Consolidate`'s fields
+    (its topics `TopicRow`s), valid as it would be."""
+
+    __slots__ = ("graph_id", "graph_version", "timestamp", "topics")
+    type = "consolidate"
+
+    def __init__(self, wire: _ConsolidateWire, timestamp: datetime) -> None:
+        self.graph_id, self.graph_version, self.timestamp = wire.graph_id, wire.graph_version, timestamp
+        self.topics = wire.topics
+
+    def model(self) -> Consolidate:
+        """The event as its schema's model (for its rule)."""
+        return Consolidate.model_validate({
+            "graph_id": self.graph_id, "graph_version": self.graph_version, "timestamp": self.timestamp,
+            "topics": [{"id": t.id, "label": t.label, "members": t.members} for t in self.topics],
+        })
+
+
+FoldEvent = GraphEvent | TurnRow | ConsolidateRow
 
 
 def event_bytes(event: FoldEvent, raw: bytes | None) -> bytes:
     """The event's bytes: as read, else encoded (a row is only ever read)."""
     if raw is not None:
         return raw
-    assert not isinstance(event, TurnRow), "a turn decoded for the fold keeps its bytes"
+    assert not isinstance(event, (TurnRow, ConsolidateRow)), "an event decoded for the fold keeps its bytes"
     return encode(event)
 
 _DECODER = msgspec.json.Decoder(_Wire)
+_CONSOLIDATE_DECODER = msgspec.json.Decoder(_ConsolidateWire)
 # The timestamps pydantic writes: seconds, µs when there are any, Z or an offset.
 _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?(Z|[+-]\d{2}:\d{2})\Z")
 _TURN = b'{"type":"turn_ingested","schema_version":2,'
+_CONSOLIDATE = b'{"type":"consolidate","schema_version":1,'
 
 
 def decode_for_fold(raw: bytes | None) -> FoldEvent:
     """The graph event in `raw`: a `TurnRow` for a plainly valid turn of the
-    current schema, else what `decode_graph_event` gives (or raises: a
-    record without a value, too)."""
-    if raw is not None and raw.startswith(_TURN) and b"\\u" not in raw:  # an escape may hide a lone surrogate: the general path decides
-        turn = _turn(raw)
-        if turn is not None:
-            return turn
+    current schema, a `ConsolidateRow` for such a consolidation, else what
+    `decode_graph_event` gives (or raises: a record without a value, too)."""
+    if raw is not None and b"\\u" not in raw:  # an escape may hide a lone surrogate: the general path decides
+        row: FoldEvent | None = None
+        if raw.startswith(_TURN):
+            row = _turn(raw)
+        elif raw.startswith(_CONSOLIDATE):
+            row = _consolidation(raw)
+        if row is not None:
+            return row
     return decode_graph_event(raw)
 
 
 def is_turn(event: Any) -> TypeGuard[TurnIngested | TurnRow]:
     """Whether `event` is a turn, as a model or as a row."""
     return type(event) is TurnRow or type(event) is TurnIngested
+
+
+def is_consolidation(event: Any) -> TypeGuard[Consolidate | ConsolidateRow]:
+    """Whether `event` is a consolidation, as a model or as a row."""
+    return type(event) is ConsolidateRow or type(event) is Consolidate
 
 
 def _turn(raw: bytes) -> TurnRow | None:
@@ -126,15 +182,32 @@ def _turn(raw: bytes) -> TurnRow | None:
         if not (concept.id and concept.text and 0.0 < concept.importance <= 1.0) or concept.id in ids:
             return None
         ids.add(concept.id)
-    if not _CANONICAL_TIME.match(wire.timestamp):
+    at = _event_time(wire.timestamp)
+    return None if at is None else TurnRow(wire, at)
+
+
+def _consolidation(raw: bytes) -> ConsolidateRow | None:
+    """The row of a consolidation that passes every rule of `Consolidate`;
+    None when one is in doubt."""
+    try:
+        wire = _CONSOLIDATE_DECODER.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not _identifier(wire.graph_id) or wire.graph_version < 1:
+        return None
+    at = _event_time(wire.timestamp)
+    return None if at is None else ConsolidateRow(wire, at)
+
+
+def _event_time(timestamp: str) -> datetime | None:
+    """`EventTime`'s value of a canonical timestamp; None when one is in doubt."""
+    if not _CANONICAL_TIME.match(timestamp):
         return None
     try:
-        at = datetime.fromisoformat(wire.timestamp)
+        at = datetime.fromisoformat(timestamp)
     except ValueError:  # no such day or hour (the 13th month, 25 o'clock)
         return None
-    if not EARLIEST_EVENT_TIME <= at < LATEST_EVENT_TIME:
-        return None
-    return TurnRow(wire, at)
+    return at if EARLIEST_EVENT_TIME <= at < LATEST_EVENT_TIME else None
 
 
 def _identifier(value: str) -> bool:

@@ -46,7 +46,7 @@ from emgas.processors.events import (
     LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
     SnapshotStarted, TurnIngested,
 )
-from emgas.processors.fold_codec import FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
+from emgas.processors.fold_codec import ConsolidateRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
@@ -152,7 +152,7 @@ class PartitionState:
         """The view of `graph_id` at `version` (default: the active one)."""
         return self.views.get(self.ref(graph_id, version))
 
-    def ref_of(self, event: ContentEvent | TurnRow | SnapshotStarted | Snapshot) -> GraphRef:
+    def ref_of(self, event: ContentEvent | TurnRow | ConsolidateRow | SnapshotStarted | Snapshot) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
         if isinstance(event, GraphVersionSwitched):
             return GraphRef(event.graph_id, event.version)
@@ -211,7 +211,7 @@ class PartitionState:
                     run.append(k)
                     continue
                 if run:
-                    events = [cast(tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes | None], batch[j]) for j in run]
+                    events = [cast(turn_run.RunEvent, batch[j]) for j in run]
                     for j, outcome in zip(run, self._apply_run(events)):
                         outcomes[j] = outcome
                     run = []
@@ -220,7 +220,7 @@ class PartitionState:
                     outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
 
     def _apply_run(
-        self, run: Sequence[tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes | None]],
+        self, run: Sequence[turn_run.RunEvent],
     ) -> list[Outcome]:
         """A run of one graph (`turn_run.joins_run`), past the offset guard:
         each version's events folded at once."""
@@ -548,9 +548,13 @@ class PartitionState:
         self.txn.close()
 
 
-def _model(event: TurnIngested | TurnRow | Decay | Consolidate, raw: bytes) -> TurnIngested | Decay | Consolidate:
-    """A run's event as its rule takes it (a turn decoded for the fold becomes its model)."""
-    return cast(TurnIngested, decode_graph_event(raw)) if type(event) is TurnRow else event  # type: ignore[return-value]
+def _model(
+    event: TurnIngested | TurnRow | Decay | Consolidate | ConsolidateRow, raw: bytes,
+) -> TurnIngested | Decay | Consolidate:
+    """A run's event as its rule takes it (an event decoded for the fold becomes its model)."""
+    if isinstance(event, (TurnRow, ConsolidateRow)):
+        return cast(TurnIngested | Consolidate, decode_graph_event(raw))
+    return event
 
 
 class _ViewRows:

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, evolve_consolidate
-from emgas.processors.fold_codec import TurnRow, is_turn
+from emgas.processors.fold_codec import ConsolidateRow, TurnRow, is_consolidation, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import SetTopics
 from emgas.state import keys
@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotation
     from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
-RunEvent = tuple[TurnIngested | TurnRow | Decay | Consolidate, int, bytes]
+RunEvent = tuple[TurnIngested | TurnRow | Decay | Consolidate | ConsolidateRow, int, bytes]
 
 
 def joins_run(event: object) -> bool:
@@ -78,7 +78,7 @@ def joins_run(event: object) -> bool:
     tick (the meta's last tick; what it prunes is applied ahead of the
     run's turns, or the run is cut there: `part_end`), or a consolidation
     (it writes the meta and the topics, which no turn reads)."""
-    return is_turn(event) or isinstance(event, (Consolidate, Decay))
+    return is_turn(event) or is_consolidation(event) or isinstance(event, Decay)
 
 
 def prunes(event: object) -> bool:
@@ -93,7 +93,7 @@ class FoldedRun:
     as the run leaves them, the meta after it."""
 
     applied: list[tuple[TurnIngested | TurnRow, int, bytes]]
-    ticks: list[tuple[Decay | Consolidate, int, bytes]]  # the decay ticks and consolidations applied
+    ticks: list[tuple[Decay | Consolidate | ConsolidateRow, int, bytes]]  # the decay ticks and consolidations applied
     passages: list[PendingPassage]
     mentions: FoldedMentions  # the concepts it mentions, as it leaves them
     meta: GraphMeta
@@ -114,7 +114,7 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
     tombstones = repo.store.multi_get([keys.tombstone(ref.graph_id, event.turn_id) for event in turns])
     seen: set[str] = set()  # turns applied earlier in the run
     meta = repo.meta(ref)
-    last: dict[type, datetime | None] = {Decay: meta.decayed_to, Consolidate: meta.consolidated_to}  # per kind of tick
+    last: dict[str, datetime | None] = {"decay": meta.decayed_to, "consolidate": meta.consolidated_to}  # per kind of tick
     outcomes: list[Outcome | None] = []
     k = 0
     for event, _, _ in run:
@@ -132,11 +132,11 @@ def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bo
             k += 1
         elif not known:
             outcomes.append(Outcome.UNKNOWN_GRAPH)
-        elif (before := last[type(event)]) is not None and event.timestamp <= before:
+        elif (before := last[event.type]) is not None and event.timestamp <= before:
             outcomes.append(Outcome.DUPLICATE_TICK)
         else:
             outcomes.append(None)
-            last[type(event)] = event.timestamp
+            last[event.type] = event.timestamp
     return outcomes
 
 
@@ -187,8 +187,8 @@ def fold_run(
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages: list[PendingPassage] = []
     applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
-    ticks: list[tuple[Decay | Consolidate, int, bytes]] = []
-    consolidation: tuple[Consolidate, int] | None = None  # the last one, and the concepts mentioned before it
+    ticks: list[tuple[Decay | Consolidate | ConsolidateRow, int, bytes]] = []
+    consolidation: tuple[Consolidate | ConsolidateRow, int] | None = None  # the last one, and the concepts mentioned before it
     pruned_since: set[str] = set()  # the concepts ticks applied ahead removed after the last consolidation
     for event, offset, raw in applied:
         at = event.timestamp
@@ -200,7 +200,7 @@ def fold_run(
             else:
                 ticks.append((event, offset, raw))
             continue
-        if isinstance(event, Consolidate):
+        if isinstance(event, (Consolidate, ConsolidateRow)):
             meta = meta.model_copy(update={"consolidated_to": at})
             consolidation = (event, mentions.concepts_seen)
             pruned_since = set()
@@ -223,7 +223,8 @@ def fold_run(
 
 
 def _topics(
-    view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate, seen: int, pruned_after: set[str],
+    view: GraphView, params: GraphParams, mentions: MentionColumns, event: Consolidate | ConsolidateRow, seen: int,
+    pruned_after: set[str],
 ) -> SetTopics:
     """The topics the run's last consolidation leaves (`evolve_consolidate`),
     in place of those the version had before the run: each keeps its members
@@ -237,7 +238,8 @@ def _topics(
     if len(present) < len(named):
         present |= mentions.seen_among(named - present, seen)
     before = Slice(ref=view.ref, present=frozenset(present), topic_ids=tuple(t.id for t in view.topics))
-    (write,) = [w for w in evolve_consolidate(event, before, params) if isinstance(w, SetTopics)]  # the run stages its meta
+    model = event.model() if isinstance(event, ConsolidateRow) else event  # the one consolidation of the run made a model
+    (write,) = [w for w in evolve_consolidate(model, before, params) if isinstance(w, SetTopics)]  # the run stages its meta
     return write
 
 
