@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, evolve_consolidate
@@ -149,20 +149,20 @@ def part_end(run: list[RunEvent], outcomes: list[Outcome | None], start: int, kn
     theirs; and the version exists at the part's start (`known`). The
     turns after it come after it either way, and events that do not apply
     touch nothing."""
-    mentioned: set[str] = set()  # by the part's turns so far
-    for k in range(start, len(run)):
-        event = run[k][0]
-        if outcomes[k] is not None:
-            continue
-        if is_turn(event):
-            mentioned.update(c.id for c in event.concepts)
-        elif prunes(event):
-            assert isinstance(event, Decay)
-            touched = any(c.id in mentioned for c in event.concepts) or any(
-                e.a in mentioned and e.b in mentioned for e in event.edges
-            )
-            if touched or not known:
-                return max(k, start + 1)  # at the part's start (not known: never met), alone
+    ticks = [k for k in range(start, len(run)) if outcomes[k] is None and prunes(run[k][0])]
+    mentioned: set[str] = set()  # by the part's turns before the tick
+    seen = start
+    for k in ticks:
+        for event, _, _ in run[seen:k]:
+            if is_turn(event):  # one that does not apply mentions nothing either: a cut too many at worst
+                mentioned.update(c.id for c in event.concepts)
+        seen = k
+        tick = cast(Decay, run[k][0])
+        touched = any(c.id in mentioned for c in tick.concepts) or any(
+            e.a in mentioned and e.b in mentioned for e in tick.edges
+        )
+        if touched or not known:
+            return max(k, start + 1)  # at the part's start (not known: never met), alone
     return len(run)
 
 
