@@ -230,9 +230,9 @@ def _topics(
     in place of those the version had before the run: each keeps its members
     present at the consolidation's time: held now (the ticks applied ahead
     of the run's turns have removed theirs) or removed by a tick after it
-    (`pruned_after`: none of those is a concept a turn of the run mentions),
-    or among the `seen` concepts the run's turns before it mentioned (and so
-    created)."""
+    (`pruned_after`: each was held then, as no turn of the run before the
+    tick mentions it), or among the `seen` concepts the run's turns before
+    it mentioned (and so created, or made again after a tick)."""
     named = {m for topic in event.topics for m in topic.members}
     present = {m for m in named if m in view.index or m in pruned_after}
     if len(present) < len(named):
