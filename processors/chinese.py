@@ -114,10 +114,11 @@ def bigrams(text: str) -> list[str]:
     """Character bigrams of each CJK run of `text`, in order, except those of
     function characters only and function words."""
     out = []
+    function = _FUNCTION_CHARS
     for run in cjk_runs(text):
         for i in range(len(run) - 1):
             pair = run[i : i + 2]
-            if pair not in STOPWORDS and not set(pair) <= _FUNCTION_CHARS:
+            if pair not in STOPWORDS and not (pair[0] in function and pair[1] in function):
                 out.append(pair)
     return out
 
@@ -154,10 +155,14 @@ def weights(text: str) -> dict[str, float]:
     cut = words(text)
     tf: dict[str, float] = dict(Counter(cut))
     nearby = set(cut)
-    for pair in bigrams(text):
-        tf[pair] = tf.get(pair, 0) + (FRAGMENT_WEIGHT if is_fragment(pair, nearby) else BIGRAM_WEIGHT)
+    jieba.dt.check_initialized()
+    in_dictionary = jieba.dt.FREQ.get
+    for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks
+        fragment = pair not in nearby and not in_dictionary(pair, 0)
+        tf[pair] = tf.get(pair, 0) + (FRAGMENT_WEIGHT if fragment else BIGRAM_WEIGHT)
     table = _idf_table()
-    return {term: count * table.idf_freq.get(term, table.median_idf) for term, count in tf.items()}
+    idf, median = table.idf_freq.get, table.median_idf
+    return {term: count * idf(term, median) for term, count in tf.items()}
 
 
 @lru_cache(maxsize=1)
