@@ -149,6 +149,11 @@ class Candidate(NamedTuple):
 
 def extract(text: str, params: ExtractionParams, language: str | None = None) -> tuple[Concept, ...]:
     """Concepts of one text, most important first (ties by id: deterministic)."""
+    return tuple(Concept(id=cid, text=word, importance=importance) for cid, word, importance in _chosen(text, params, language))
+
+
+def _chosen(text: str, params: ExtractionParams, language: str | None) -> list[tuple[str, str, float]]:
+    """`extract`'s concepts as (id, text, importance), before they are models."""
     language = language or detect_language(text, params)
     if language == "zh":
         candidates = _chinese_candidates(text)
@@ -156,8 +161,7 @@ def extract(text: str, params: ExtractionParams, language: str | None = None) ->
         return _content_words(text, language, params)
     else:
         candidates = _yake_candidates(text, language, params)
-    return tuple(Concept(id=c.id, text=c.text, importance=c.importance)
-                 for c in _minimal_cover(candidates)[: params.max_concepts])
+    return list(_minimal_cover(candidates)[: params.max_concepts])
 
 
 _SENTENCE_END = ".!?:;\n"
@@ -165,7 +169,7 @@ PROPER_IMPORTANCE = 0.8  # a capitalised word that does not start a sentence
 WORD_IMPORTANCE = 0.5
 
 
-def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[Concept, ...]:
+def _content_words(text: str, language: str, params: ExtractionParams) -> list[tuple[str, str, float]]:
     """Each distinct content word once (id = lemma; text = first surface form):
     importance 0.8 when it is capitalised mid-sentence (a name), else 0.5;
     ordered by importance, then first position; at most `max_concepts`."""
@@ -186,7 +190,7 @@ def _content_words(text: str, language: str, params: ExtractionParams) -> tuple[
         elif importance > first[0]:
             found[cid] = (importance, first[1], first[2])
     ranked = sorted(found.items(), key=lambda item: (-item[1][0], item[1][1]))[: params.max_concepts]
-    return tuple(Concept(id=cid, text=word, importance=imp) for cid, (imp, _, word) in ranked)
+    return [(cid, word, imp) for cid, (imp, _, word) in ranked]
 
 
 def query_seeds(text: str, params: ExtractionParams) -> tuple[str, ...]:
@@ -338,12 +342,13 @@ def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested
     """
     language = detect_language(turn.text, params)
     source = f"{turn.speaker}: {turn.text}" if params.include_speaker and turn.speaker.strip() else turn.text
-    return TurnIngested(
+    # One validation of the event with its concepts, not a model per concept first.
+    return TurnIngested.model_validate({
         **turn.model_dump(exclude={"type", "schema_version"}),
-        language=language,
-        extractor=extractor,
-        concepts=extract(source, params, language),
-    )
+        "language": language,
+        "extractor": extractor,
+        "concepts": [{"id": cid, "text": word, "importance": imp} for cid, word, imp in _chosen(source, params, language)],
+    })
 
 
 def ingest_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[TurnIngested | str]:
