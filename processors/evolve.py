@@ -120,6 +120,11 @@ def evolve_retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Writes:
     return (*boosted, MarkRetrieval(event.request_id))
 
 
+def after_tick(meta: GraphMeta, tick: Decay) -> GraphMeta:
+    """The meta a decay tick leaves: decayed_to = its time, decay = its parameters."""
+    return meta.model_copy(update={"decayed_to": tick.timestamp, "decay": tick.params})
+
+
 @evolve.register
 def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     """A tick at t: of what the event lists, what still qualifies at t
@@ -155,7 +160,7 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
         and not any((c, turn_id) in s.links for c in s.passages[turn_id] if c not in gone)
     )
     return (
-        PutMeta(s.meta.model_copy(update={"decayed_to": at, "decay": decay})),
+        PutMeta(after_tick(s.meta, event)),
         *((KeepEdges(kept),) if len(kept) else ()),
         *((RemovePairs(tuple(sorted(all_edges))),) if all_edges else ()),
         *(RemoveConcept(cid) for cid in concepts),

@@ -46,6 +46,7 @@ from emgas.processors.events import (
     LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
     SnapshotStarted, TurnIngested,
 )
+from emgas.processors.evolve import after_tick
 from emgas.processors.fold_codec import ConsolidateRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
@@ -315,8 +316,7 @@ class PartitionState:
 
     def _tick_meta(self, ref: GraphRef, tick: Decay) -> Outcome:
         """The meta move of a tick applied ahead (`evolve_decay`'s `PutMeta`)."""
-        meta = self.repo.meta(ref).model_copy(update={"decayed_to": tick.timestamp, "decay": tick.params})
-        writes = (PutMeta(meta),)
+        writes = (PutMeta(after_tick(self.repo.meta(ref), tick)),)
         self.repo.apply(ref, writes, None)
         self._apply_to_view(ref, self._view_of(ref), writes, compact=False)
         return Outcome.APPLIED

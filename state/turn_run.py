@@ -56,7 +56,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
-from emgas.processors.evolve import Slice, evolve_consolidate
+from emgas.processors.evolve import Slice, after_tick, evolve_consolidate
 from emgas.processors.fold_codec import ConsolidateRow, TurnRow, is_consolidation, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import SetTopics
@@ -149,7 +149,7 @@ def part_end(run: list[RunEvent], outcomes: list[Outcome | None], start: int, kn
     theirs; and the version exists at the part's start (`known`). The
     turns after it come after it either way, and events that do not apply
     touch nothing."""
-    ticks = [k for k in range(start, len(run)) if outcomes[k] is None and prunes(run[k][0])]
+    ticks = (k for k in range(start, len(run)) if outcomes[k] is None and prunes(run[k][0]))  # read up to the cut only
     mentioned: set[str] = set()  # by the part's turns before the tick
     seen = start
     for k in ticks:
@@ -193,7 +193,7 @@ def fold_run(
     for event, offset, raw in applied:
         at = event.timestamp
         if isinstance(event, Decay):
-            meta = meta.model_copy(update={"decayed_to": at, "decay": event.params})
+            meta = after_tick(meta, event)
             mentions.ticked(meta)
             if offset in ahead:
                 pruned_since |= ahead[offset]  # its journal entry is staged already
