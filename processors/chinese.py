@@ -40,7 +40,7 @@ import logging
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Collection
+from typing import Any, Collection, Mapping, cast
 
 import jieba
 
@@ -129,10 +129,21 @@ def is_fragment(term: str, words_nearby: Collection[str] = ()) -> bool:
     that are not among `words_nearby` (words cut from the text it came from,
     where jieba's model may find a name the dictionary lacks). Such a term
     stays a retrieval feature; it is not shown to a person as a concept."""
-    if len(term) != 2 or not _CJK_RUN.fullmatch(term) or term in words_nearby:
+    if len(term) != 2 or not _CJK_RUN.fullmatch(term):
         return False
-    jieba.dt.check_initialized()  # the dictionary is read on first use
-    return not jieba.dt.FREQ.get(term, 0)
+    return _no_word(term, words_nearby, _dictionary())
+
+
+def _no_word(pair: str, words_nearby: Collection[str], dictionary: Mapping[str, int]) -> bool:
+    """`is_fragment` of two CJK characters: not among `words_nearby`, and not a
+    word of jieba's `dictionary` (its count is 0 or absent)."""
+    return pair not in words_nearby and not dictionary.get(pair, 0)
+
+
+def _dictionary() -> Mapping[str, int]:
+    """jieba's word counts (the dictionary is read on first use)."""
+    jieba.dt.check_initialized()
+    return cast(Mapping[str, int], jieba.dt.FREQ)
 
 
 def characters(text: str) -> list[str]:
@@ -155,10 +166,9 @@ def weights(text: str) -> dict[str, float]:
     cut = words(text)
     tf: dict[str, float] = dict(Counter(cut))
     nearby = set(cut)
-    jieba.dt.check_initialized()
-    in_dictionary = jieba.dt.FREQ.get
-    for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks
-        fragment = pair not in nearby and not in_dictionary(pair, 0)
+    dictionary = _dictionary()
+    for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks of that
+        fragment = _no_word(pair, nearby, dictionary)
         tf[pair] = tf.get(pair, 0) + (FRAGMENT_WEIGHT if fragment else BIGRAM_WEIGHT)
     table = _idf_table()
     idf, median = table.idf_freq.get, table.median_idf

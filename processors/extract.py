@@ -288,10 +288,9 @@ def _chinese_candidates(text: str) -> list[Candidate]:
     top = max(weights.values())
     out = []
     for term, weight in weights.items():
-        cid = normalise(term, "zh") if term.isascii() else term  # `_chinese_id`
+        cid = _chinese_id(term)
         if cid and not cid.isdigit():
-            share = weight / top  # `_clamp`, inline: a Chinese text has a hundred candidates or more
-            out.append(Candidate(cid, term, 1.0 if share > 1.0 else 1e-6 if share < 1e-6 else share))
+            out.append(Candidate(cid, term, _clamp(weight / top)))
     return out
 
 
