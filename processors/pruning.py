@@ -113,6 +113,8 @@ def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndar
     retention that close to θ_e is computed again with `math.exp`."""
     if not len(table):
         return np.zeros(0, dtype=np.bool_)
+    if len(table) <= _FEW_EDGES:
+        return _expired_one_by_one(table, at, params)
     elapsed = (microseconds(at) - table.last_us) / 1e6
     stability = params.edge_stability_s * np.maximum(table.counts, 1)
     aged = elapsed > 0  # a last co-occurrence at or after `at` keeps R = 1
@@ -122,6 +124,24 @@ def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndar
     for k in close.tolist():
         retention[k] = edge_retention(float(elapsed[k]), int(table.counts[k]), params)
     return retention < threshold
+
+
+# Below this many edges, numpy's per-call cost exceeds `math.exp`'s per edge
+# (a pruning tick lists a dozen or so).
+_FEW_EDGES = 32
+
+
+def _expired_one_by_one(table: PairTable, at: datetime, params: DecayParams) -> np.ndarray:
+    """`expired_mask` with `edge_retention` (`math.exp`) for every edge. The
+    same decisions: numpy's exp differs from `math.exp` by an ulp or so, so
+    only a retention within 2^-40 of θ_e could fall on the other side, and
+    `expired_mask` computes those with `math.exp` too."""
+    at_us, threshold = microseconds(at), params.edge_threshold
+    return np.array(
+        [edge_retention((at_us - us) / 1e6, count, params) < threshold
+         for count, us in zip(table.counts.tolist(), table.last_us.tolist())],
+        dtype=np.bool_,
+    )
 
 
 def edge_retentions(table: PairTable, at: datetime, params: DecayParams) -> list[float]:

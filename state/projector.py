@@ -49,7 +49,7 @@ from emgas.processors.events import (
 from emgas.processors.evolve import after_tick
 from emgas.processors.fold_codec import ConsolidateRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
-from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
+from emgas.processors.writes import Forgetting, PutMeta, Refolded, RemoveConcept, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
@@ -59,6 +59,7 @@ from emgas.state.snapshots import (
 from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import StagedCommit, Transaction
+from emgas.state.tick_group import Removed, TickReads
 from emgas.state.view import GraphView, load_view
 from emgas.state.views import Views
 
@@ -265,15 +266,21 @@ class PartitionState:
         its pruning ticks ahead, then all of it. A tick rejected ends the
         part there: where the next one starts, and whether a tick was rejected."""
         ahead: dict[int, frozenset[str]] = {}
-        for k in range(start, end):
+        ticks = [k for k in range(start, end) if outcomes[k] is None and turn_run.prunes(run[k][0])]
+        while ticks:
+            removed = self._prune_group(ref, [run[k] for k in ticks])
+            ahead.update((run[k][1], gone) for k, gone in zip(ticks, removed))
+            if len(removed) == len(ticks):
+                break
+            k = ticks[len(removed)]  # its evolve raised in the group: applied alone, where a rejection is recorded
             event, offset, raw = run[k]
-            if outcomes[k] is None and turn_run.prunes(event):
-                outcome, removed = self._prune_ahead(ref, cast(Decay, event), offset, raw)
-                if outcome is not Outcome.APPLIED:
-                    outcomes[start:k] = self._fold_events(ref, run[start:k], outcomes[start:k], ahead)
-                    outcomes[k] = outcome
-                    return k + 1, True
-                ahead[offset] = removed
+            outcome, gone = self._prune_ahead(ref, cast(Decay, event), offset, raw)
+            if outcome is not Outcome.APPLIED:
+                outcomes[start:k] = self._fold_events(ref, run[start:k], outcomes[start:k], ahead)
+                outcomes[k] = outcome
+                return k + 1, True
+            ahead[offset] = gone
+            ticks = ticks[len(removed) + 1:]
         outcomes[start:end] = self._fold_events(ref, run[start:end], outcomes[start:end], ahead)
         return end, False
 
@@ -303,6 +310,33 @@ class PartitionState:
         turn_run.stage_run(self.repo, ref, folded)
         view.add_turns(folded)
         return outcomes
+
+    def _prune_group(self, ref: GraphRef, ticks: list[turn_run.RunEvent]) -> list[frozenset[str]]:
+        """Pruning ticks past their guards, applied ahead of their part's
+        turns but for their meta, decided together (`state.tick_group`):
+        the concepts each removed. Fewer than `ticks` where a tick's evolve
+        raised: those before it are applied, and it is the caller's."""
+        view, meta = self._view_of(ref), self.repo.meta(ref)
+        reads = TickReads(self.repo, view, ref, [cast(Decay, event) for event, _, _ in ticks])
+        removed, decided = Removed(), []
+        for event, offset, raw in ticks:
+            tick = cast(Decay, event)
+            try:
+                writes = tuple(w for w in rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params)
+                               if not isinstance(w, PutMeta))
+            except Exception:  # noqa: BLE001 - applied alone by the caller, where a rejection is recorded
+                break
+            removed.add(writes)
+            decided.append((offset, raw, writes))
+        index = view.index
+        gone = [frozenset(w.cid for w in writes if isinstance(w, RemoveConcept) and w.cid in index)
+                for _, _, writes in decided]
+        for offset, raw, writes in decided:
+            self.repo.apply(ref, writes, Entry(offset, raw))
+        view.apply_pruning([w for _, _, writes in decided for w in writes])
+        if self.compacts_views and view.needs_compaction():
+            self.views[ref] = load_view(self.repo, ref, self.params.decay)
+        return gone
 
     def _prune_ahead(self, ref: GraphRef, tick: Decay, offset: int, raw: bytes) -> tuple[Outcome, frozenset[str]]:
         """A pruning tick past its guard (`turn_run.skipped`), applied ahead

@@ -361,8 +361,7 @@ class GraphRepository:
 
     def _prune_passage(self, ref: GraphRef, write: PrunePassage) -> None:
         """The passage goes, with the links it lost; its turn stays known (its `f` record)."""
-        [passage] = self.store.get_models([keys.passage(ref, write.turn_id)], Passage)
-        for cid in passage.concept_ids if passage is not None else ():
+        for cid in self.passage_concepts(ref, [write.turn_id]).get(write.turn_id, ()):
             self.store.put(keys.unlinked(ref, write.turn_id, cid), None)
         self.store.put(keys.passage(ref, write.turn_id), None)
         self.store.put(keys.forgotten_turn(ref, write.turn_id), b"")

@@ -22,7 +22,7 @@ import bisect
 import heapq
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -262,6 +262,13 @@ class GraphView:
         """Apply an event's writes in order."""
         for write in writes:
             self.apply(write)
+
+    def apply_pruning(self, writes: Sequence[Write]) -> None:
+        """Apply the writes of pruning ticks decided together
+        (`state.tick_group`): their edges removed at once, first (every end
+        is live before the first tick), then the rest in order."""
+        self.remove_edges(sorted({edge for w in writes if isinstance(w, RemovePairs) for edge in w.edges}))
+        self.apply_all(w for w in writes if not isinstance(w, RemovePairs))
 
     def add_turns(self, run: FoldedRun) -> None:
         """Apply a run of new turns (`state.turn_run`): what each turn's writes

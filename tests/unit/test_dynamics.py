@@ -2,6 +2,7 @@
 
 import math
 from datetime import datetime, timedelta, timezone
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from emgas.processors.dynamics import (
     window_start,
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, activation_at, brought_to_tick, concept_after_retrieval, on_grid
+from emgas.processors import pruning
 from emgas.processors.pruning import PairState, PairTable, expired_concepts, expired_edges, expired_mask, isolated_by
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -140,20 +142,28 @@ def test_concepts_left_without_edges_are_isolated(pruned_concepts, pruned_edges,
     assert [c.id for c in found] == isolated and all(c.reason == "isolated" for c in found)
 
 
+# `expired_mask` decides a small table edge by edge and a larger one with
+# numpy: each test runs with either for every table.
+EITHER_PATH = pytest.mark.parametrize("few_edges", [0, 10**6], ids=["numpy", "one-by-one"])
+
+
+@EITHER_PATH
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 50), st.integers(-10**13, 10**13)), max_size=20),
        st.sampled_from([0.05, 0.2, 0.5]), st.sampled_from([3600.0, 86400.0 * 90]))
-def test_expired_edges_at_once_decide_as_one_by_one(pairs, threshold, stability):
+def test_expired_edges_at_once_decide_as_one_by_one(few_edges, pairs, threshold, stability):
     """`expired_mask` on arrays gives `edge_retention(...) < θ_e` edge by edge
     (with `math.exp`), close calls included."""
     params = DecayParams(edge_threshold=threshold, edge_stability_s=stability)
     at = T0 + timedelta(days=400)
     table = PairTable.of({(f"a{k}", f"b{k}"): PairState(c, at - timedelta(microseconds=d)) for k, (c, d) in enumerate(pairs)})
     expected = [edge_retention((at - pair.last).total_seconds(), pair.count, params) < threshold for _, pair in table.items()]
-    assert expired_mask(table, at, params).tolist() == expected
+    with patch.object(pruning, "_FEW_EDGES", few_edges):
+        assert expired_mask(table, at, params).tolist() == expected
 
 
-def test_a_retention_at_the_threshold_is_decided_with_math_exp():
+@EITHER_PATH
+def test_a_retention_at_the_threshold_is_decided_with_math_exp(few_edges):
     """Where numpy's exp and `math.exp` differ in the last bit, a threshold
     between the two: the decision is `math.exp`'s."""
     at = T0 + timedelta(days=10)
@@ -164,4 +174,5 @@ def test_a_retention_at_the_threshold_is_decided_with_math_exp():
             break
     params = DecayParams(edge_threshold=max(ours, theirs), edge_stability_s=1.0)
     table = PairTable.of({("a", "b"): PairState(1, at - timedelta(microseconds=us))})
-    assert expired_mask(table, at, params).tolist() == [edge_retention(us / 1e6, 1, params) < params.edge_threshold]
+    with patch.object(pruning, "_FEW_EDGES", few_edges):
+        assert expired_mask(table, at, params).tolist() == [edge_retention(us / 1e6, 1, params) < params.edge_threshold]

@@ -11,7 +11,7 @@ import pytest
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Consolidate, Decay, GraphEvent, PrunedConcept, PrunedEdge, TopicNode
 from emgas.processors.graph import GraphParams, GraphRef
-from emgas.state import rules, turn_run
+from emgas.state import rules, tick_group, turn_run
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
@@ -143,6 +143,26 @@ PRUNING_CASES = {
         [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",)), tick("g", 92),
          pruning("g", 91, ("lag",)), turn("g", "t4", 93, {"broker": 0.3})], (2,),
     ),
+    # Ticks ahead of a part's turns are decided together (`state.tick_group`):
+    # each sees what the ticks before it removed.
+    "the second tick of a group loses the edge the first removed": (
+        [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",), (("kafka", "lag"),)),
+         pruning("g", 93, (), (("kafka", "lag"),), ("lag",)), turn("g", "t4", 94, {"broker": 0.3, "jvm": 0.2})], (2,),
+    ),
+    "the second tick of a group orphans a passage the first unlinked": (
+        [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("cat",)), pruning("g", 93, ("dog",)),
+         turn("g", "t4", 94, {"broker": 0.3})], (2,),
+    ),
+    "a tick of a group lists what the one before it removed": (
+        [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka", "cat"), (("kafka", "lag"),)),
+         pruning("g", 93, ("kafka", "lag", "dog"), (("kafka", "lag"), ("cat", "dog"))),
+         pruning("g", 94, ("lag",), isolated=("dog",)), turn("g", "t4", 95, {"broker": 0.3})], (2,),
+    ),
+    "the second tick of a group isolates a concept whose other edge the first removed": (
+        [*HISTORY, turn("g", "t2b", 2, {"lag": 0.4, "cat": 0.3}), turn("g", "t3", 91, {"broker": 0.7}),
+         pruning("g", 92, (), (("cat", "lag"),)), pruning("g", 93, ("kafka",), (("kafka", "lag"),), ("lag",)),
+         turn("g", "t4", 94, {"broker": 0.3})], (3,),
+    ),
     "a pruning tick of a graph the batch makes": (
         [*HISTORY, pruning("g", 92, ("kafka",), (("kafka", "lag"),)), turn("g", "t3", 93, {"broker": 0.3})], (),
     ),
@@ -160,6 +180,10 @@ def test_a_run_with_pruning_ticks_folds_as_its_events_one_at_a_time(events, cuts
 
 def test_the_cases_prune_what_they_list():
     """The pruning cases remove things, so they show something."""
+    _, state = fold(*PRUNING_CASES["the second tick of a group orphans a passage the first unlinked"][:1],
+                    batched=True, cuts=(2,))
+    assert not {"cat", "dog"} & set(state.view("g").index)
+    assert "t2" not in state.repo.passages(GraphRef("g", 1), ["t1", "t2"]), "its passage goes with its last link"
     for name in ("a tick ahead of a turn before it that touches nothing it lists",
                  "a consolidation before the tick keeps a member the tick removes after it"):
         _, state = fold(*PRUNING_CASES[name][:1], batched=True, cuts=PRUNING_CASES[name][1])
@@ -260,6 +284,28 @@ def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_tim
     assert Outcome.REJECTED in one_by_one
     assert batched == one_by_one
     assert partition_digests(state.repo) == partition_digests(expected.repo)
+
+
+def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(monkeypatch):
+    """Reading its slice in the group fails for the tick at 94 h (not its
+    rule): it is applied alone, from the state, and the ticks after it together again."""
+    events = [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",), (("kafka", "lag"),)),
+              pruning("g", 94, ("cat",)), pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
+    grouped_slice, groups = tick_group.TickReads.slice, []
+
+    def failing(reads, tick, meta, removed):
+        groups.append(tick.timestamp)
+        if tick.timestamp == T0 + timedelta(hours=94):
+            raise ValueError("not readable in the group")
+        return grouped_slice(reads, tick, meta, removed)
+
+    monkeypatch.setattr(tick_group.TickReads, "slice", failing)
+    one_by_one, expected = fold(events, batched=False)
+    batched, state = fold(events, batched=True, cuts=(2,))
+    assert Outcome.REJECTED not in batched and batched == one_by_one
+    assert partition_digests(state.repo) == partition_digests(expected.repo)
+    assert groups == [T0 + timedelta(hours=h) for h in (92, 94, 95)]
+    assert not {"kafka", "cat", "dog"} & set(state.view("g").index)
 
 
 def test_a_run_whose_fold_fails_after_its_ticks_went_ahead_is_applied_one_at_a_time(monkeypatch):
