@@ -27,6 +27,7 @@ or dropped.
 
 from __future__ import annotations
 
+import bisect
 import json
 import struct
 from dataclasses import dataclass
@@ -125,9 +126,39 @@ def thinned(offsets: list[int], keep: int = MAX_POINTS) -> list[int]:
     return kept
 
 
+@dataclass(frozen=True)
+class Made:
+    """A version's point as of `as_of`, encoded (`encode_point`), not stored yet."""
+
+    ref: GraphRef
+    as_of: int
+    value: bytes
+
+
+def version_records(content: Records, ref: GraphRef) -> Records:
+    """`ref`'s records but its journal, taken from its graph's `content`
+    (`snapshots.stored_content`, in key order): what
+    `GraphRepository.records_but_journal` reads, without reading it again."""
+    prefix, journal = keys.graph_prefix(ref), keys.section(ref, b"j")
+    start = bisect.bisect_left(content, (prefix,))  # a (key, value) pair sorts after its key alone
+    found = []
+    for record in content[start:]:
+        if not record[0].startswith(prefix):
+            break
+        if not record[0].startswith(journal):
+            found.append(record)
+    return found
+
+
 def keep(store: Transaction, ref: GraphRef, as_of: int, turn_ids: set[str], records: Records) -> None:
     """Add `ref`'s point as of `as_of`, then thin its points to `MAX_POINTS`."""
-    store.put(key(ref, as_of), encode_point(as_of, turn_ids, records))
+    keep_made(store, Made(ref, as_of, encode_point(as_of, turn_ids, records)))
+
+
+def keep_made(store: Transaction, made: Made) -> None:
+    """Add a point made (`Made`), then thin its version's points to `MAX_POINTS`."""
+    ref = made.ref
+    store.put(key(ref, made.as_of), made.value)
     # as_of -> key, read from the values' headers (their turn ids and records left packed)
     held = {_AS_OF.unpack_from(raw)[0]: point_key for point_key, raw in _stored(store, ref)}
     for offset in set(held) - set(thinned(sorted(held))):

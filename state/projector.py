@@ -92,6 +92,12 @@ class PartitionState:
         # in a long one (0.15 s of a forget); its view, if it serves, compacts
         # at the next tick instead.
         self.compacts_views = True
+        # Whether a snapshot request's fold points are left to whoever serves
+        # it (`take_points_due`, `points_as_of`, `keep_points`): a live worker
+        # makes them on the thread that serialises the same records, off its
+        # event loop. Otherwise the fold keeps them as it applies the request.
+        self.defers_points = False
+        self._points_due: list[tuple[str, int]] = []
 
     @property
     def applied_offset(self) -> int:
@@ -416,11 +422,36 @@ class PartitionState:
         return Outcome.SNAPSHOT_COMPLETED
 
     def _keep_fold_points(self, graph_id: str, as_of: int) -> None:
-        """Keep each version of `graph_id` as of `as_of` (`state.fold_points`)."""
+        """Keep each version of `graph_id` as of `as_of` (`state.fold_points`),
+        or leave it due (`defers_points`)."""
+        if self.defers_points:
+            self._points_due.append((graph_id, as_of))
+        else:
+            self.keep_points(self.points_as_of(graph_id, as_of))
+
+    def take_points_due(self) -> list[tuple[str, int]]:
+        """The (graph, as_of) of the fold points left due since the last call."""
+        due, self._points_due = self._points_due, []
+        return due
+
+    def points_as_of(self, graph_id: str, as_of: int, content: ContentRecords | None = None) -> list[fold_points.Made]:
+        """Each version of `graph_id` as it is now, made a fold point as of
+        `as_of`. Reads only (a worker calls it on another thread); `content`:
+        the graph's records, when read already (`snapshots.stored_content`)."""
+        made = []
         for ref in self.repo.graph_refs():
             if ref.graph_id == graph_id:
-                records = self.repo.records_but_journal(ref)
-                fold_points.keep(self.txn, ref, as_of, self.repo.turn_ids_in(ref, records), records)
+                records = (
+                    self.repo.records_but_journal(ref) if content is None else fold_points.version_records(content, ref)
+                )
+                value = fold_points.encode_point(as_of, self.repo.turn_ids_in(ref, records), records)
+                made.append(fold_points.Made(ref, as_of, value))
+        return made
+
+    def keep_points(self, made: list[fold_points.Made]) -> None:
+        """Stage fold points made (`points_as_of`)."""
+        for point in made:
+            fold_points.keep_made(self.txn, point)
 
     def restore(self, graph_id: str, records: ContentRecords) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Iterable
 
 from emgas.processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
 from emgas.processors.events.log import SnapshotReason
 from emgas.processors.fold_codec import FoldEvent
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.snapshots import PART_BYTES, graph_ids, snapshot_parts, stored_content
+from emgas.state import fold_points
+from emgas.state.snapshots import PART_BYTES, Records, graph_ids, snapshot_parts, stored_content
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class SnapshotWriter:
         # (`serve_all`) before applying anything else, so the state is still
         # the one as of their offsets.
         self.to_serve: list[tuple[SnapshotStarted, int]] = []
+        self.points_made: list[fold_points.Made] = []  # by `serve_all`, for the caller to keep (on its own thread)
 
     def after(self, state: PartitionState, event: FoldEvent, offset: int, outcome: Outcome, size: int, wall: datetime) -> list[GraphEvent]:
         """The events to append after `event` was applied at `offset` with `outcome`."""
@@ -71,20 +74,34 @@ class SnapshotWriter:
             due += self.start_round(state, wall)
         return due
 
-    def serve_all(self, state: PartitionState) -> list[GraphEvent]:
-        """The parts of every snapshot request applied and not served yet. It
-        only reads the state: a live worker runs it off its event loop."""
+    def serve_all(self, state: PartitionState, points_due: Iterable[tuple[str, int]] = ()) -> list[GraphEvent]:
+        """The parts of every snapshot request applied and not served yet,
+        and the fold points left due by the same requests (`points_due`:
+        (graph, as_of); made from the records the parts are, then in
+        `points_made`). It only reads the state: a live worker runs it off
+        its event loop."""
         requests, self.to_serve = self.to_serve, []
-        return [part for event, offset in requests for part in self.serve(state, event, offset)]
+        due = dict.fromkeys(points_due)
+        parts: list[GraphEvent] = []
+        for event, offset in requests:
+            records = stored_content(state.txn, event.graph_id)
+            if (event.graph_id, offset) in due:
+                del due[(event.graph_id, offset)]
+                self.points_made += state.points_as_of(event.graph_id, offset, records)
+            parts += self.serve(state, event, offset, records)
+        for graph_id, as_of in due:  # none served: the state is still as of the request, nothing was applied since
+            self.points_made += state.points_as_of(graph_id, as_of)
+        return parts
 
-    def serve(self, state: PartitionState, event: SnapshotStarted, offset: int) -> list[Snapshot]:
-        """The parts of the graph's content now, as of `offset` (the marker's),
-        as the store keeps it. A round's snapshots carry no digests: hashing
-        every record again costs as much as the rest of a snapshot, and a
-        round is the worker's own; asked for, after a forget or a re-base,
-        they do (what `emgas digest` prints)."""
+    def serve(self, state: PartitionState, event: SnapshotStarted, offset: int, records: Records | None = None) -> list[Snapshot]:
+        """The parts of the graph's content now (`records`, when read
+        already), as of `offset` (the marker's), as the store keeps it. A
+        round's snapshots carry no digests: hashing every record again
+        costs as much as the rest of a snapshot, and a round is the worker's
+        own; asked for, after a forget or a re-base, they do (what `emgas digest` prints)."""
         gid = event.graph_id
-        records = stored_content(state.txn, gid)
+        if records is None:
+            records = stored_content(state.txn, gid)
         digests = partition_digests(state.repo, gid) if event.reason != "policy" else []
         part_bytes = self.policy.part_bytes if self.policy else PART_BYTES
         return snapshot_parts(gid, offset, records, digests, event.timestamp, part_bytes)

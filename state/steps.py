@@ -76,11 +76,18 @@ class PartitionWorker:
         the outcome and the events now due for its graph version. A
         snapshot request is served here unless `serve` is False: then the
         caller calls `serve_snapshots` before the next event."""
-        outcome = self.state.apply(event, offset, refolds, raw)
+        # A snapshot request's fold points are made with its parts, off the
+        # caller's event loop (`serve_snapshots`), from the records they read.
+        self.state.defers_points = isinstance(event, SnapshotStarted)
+        try:
+            outcome = self.state.apply(event, offset, refolds, raw)
+        finally:
+            self.state.defers_points = False
         size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
         snapshots = self.snapshots.after(self.state, event, offset, outcome, size, wall)
         if serve:
             snapshots += self.serve_snapshots()
+            self.keep_served_points()
         if isinstance(event, LOG_EVENTS):
             return outcome, snapshots
         ref = self.state.ref_of(event)
@@ -131,8 +138,14 @@ class PartitionWorker:
         return ref
 
     def serve_snapshots(self) -> list[GraphEvent]:
-        """The parts of the snapshots requested by the events just applied (reads only)."""
-        return self.snapshots.serve_all(self.state)
+        """The parts of the snapshots requested by the events just applied,
+        and their fold points, kept by `keep_served_points` (reads only)."""
+        return self.snapshots.serve_all(self.state, self.state.take_points_due())
+
+    def keep_served_points(self) -> None:
+        """Stage the fold points `serve_snapshots` made (before the next event is applied)."""
+        made, self.snapshots.points_made = self.snapshots.points_made, []
+        self.state.keep_points(made)
 
     def on_request(self, request: Request, clock: Clock) -> tuple[Reply, list[GraphEvent]]:
         """The reply to `request` and the events it asks to append; a query the

@@ -275,6 +275,7 @@ class Agents:
             # commit (it reads the state as of the request; queries read it too).
             await checkpoint.commit(force=True)
             checkpoint.add(worker, await self.states.in_thread(record.partition, worker.serve_snapshots))
+            worker.keep_served_points()
 
     async def tick_graphs(self) -> None:
         """Ticks due by the window (missed before a restart) or by idleness."""

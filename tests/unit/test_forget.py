@@ -18,7 +18,9 @@ from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
+from emgas.state.repository import GraphRepository
 from emgas.state.rocks import RocksStore
+from emgas.state.snapshots import stored_content
 from emgas.state.view import load_view
 from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.support.factories import FAST, T0, VOCAB, ingested
@@ -164,6 +166,35 @@ def test_a_fold_points_turns_are_read_from_its_records_as_from_the_store(lived):
         pruned = list(lived.state.txn.scan(keys.section(ref, b"f")))
         assert pruned, "the lived log prunes passages"
         assert repo.turn_ids_in(ref, repo.records_but_journal(ref)) == repo.turn_ids(ref)
+
+
+def test_a_fold_points_records_are_taken_from_its_graphs_content_as_from_the_store(lived):
+    """`version_records` (a point made from a snapshot's records) equals
+    `records_but_journal`, for each of two versions of a graph."""
+    first = ingested("g", "t1", {"kafka": 0.8, "lag": 0.5})
+    state = folded(list(enumerate([first, first.model_copy(update={"graph_version": 2, "turn_id": "t2"})])), STATIC)
+    for partition in (lived.state, state):
+        for ref in partition.repo.graph_refs():
+            content = stored_content(partition.txn, ref.graph_id)
+            assert fold_points.version_records(content, ref) == partition.repo.records_but_journal(ref)
+    assert len(state.repo.graph_refs()) == 2
+
+
+def test_a_worker_makes_the_fold_points_of_a_snapshot_request_with_its_parts(monkeypatch):
+    """A worker (`LocalLog`) makes a request's points from the records it
+    serialises (it reads no version's records again); folding the same
+    log keeps the same points, byte for byte."""
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(12)]
+    log = LocalLog(FAST)
+    with monkeypatch.context() as patched:
+        patched.setattr(GraphRepository, "records_but_journal", lambda *args: pytest.fail("read again"))
+        for at in (0, 4, 8):
+            log.extend(events[at:at + 4])
+            log.append(snapshot_started("g"))
+    served = [(p.as_of, p.turn_ids, p.blob) for p in fold_points.points(log.state.txn, G)]
+    assert len(served) == 3 and log.state.take_points_due() == [] and log.worker.snapshots.points_made == []
+    replayed = folded(list(enumerate(log.log)), FAST)
+    assert served == [(p.as_of, p.turn_ids, p.blob) for p in fold_points.points(replayed.txn, G)]
 
 
 def test_after_forgetting_the_graph_is_the_one_that_never_saw_the_turns(lived):
