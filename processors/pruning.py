@@ -162,18 +162,19 @@ def isolated_by(
     answer (the fold passes "listed as isolated in the event").
     """
     gone = set(pruned_concepts)
-    lost: dict[str, set[str]] = {}
+    lost: dict[str, set[str]] = {}  # only for the concepts `allowed` (a tick's fold lists a few among many ends)
     for a, b in pruned_edges:
-        lost.setdefault(a, set()).add(b)
-        lost.setdefault(b, set()).add(a)
+        if allowed(a):
+            lost.setdefault(a, set()).add(b)
+        if allowed(b):
+            lost.setdefault(b, set()).add(a)
     for cid in gone:
         for other in neighbours(cid):
-            lost.setdefault(other, set()).add(cid)
+            if allowed(other):
+                lost.setdefault(other, set()).add(cid)
     isolated = []
     for cid in sorted(lost):
-        if cid in gone or not allowed(cid):
-            continue
-        if set(neighbours(cid)) <= lost[cid] | gone:
+        if cid not in gone and set(neighbours(cid)) <= lost[cid] | gone:
             isolated.append(PrunedConcept(id=cid, reason="isolated", value=0.0))
     return isolated
 

@@ -95,6 +95,12 @@ def unlinked(ref: GraphRef, turn_id: str, cid: str) -> bytes:
     return section(ref, b"u") + turn_id.encode() + SEP + cid.encode()
 
 
+def unlinks(ref: GraphRef, links: Iterable[tuple[str, str]]) -> list[bytes]:
+    """`unlinked(ref, turn_id, cid)` of each (cid, turn_id) of `links` (a tick group's, at once)."""
+    prefix = section(ref, b"u")
+    return [prefix + turn_id.encode() + SEP + cid.encode() for cid, turn_id in links]
+
+
 def pair(ref: GraphRef, a: str, b: str) -> bytes:
     lo, hi = (a, b) if a < b else (b, a)
     return section(ref, b"p") + lo.encode() + SEP + hi.encode()

@@ -293,7 +293,7 @@ class GraphRepository:
         if named is None:
             named = self.passage_concepts(ref, sorted({t for _, t in candidates}))
         mentioned = [(c, t) for c, t in candidates if t in named and c in named[t]]
-        unlinked = self.store.multi_get([keys.unlinked(ref, t, c) for c, t in mentioned])
+        unlinked = self.store.multi_get(keys.unlinks(ref, mentioned))
         return frozenset(link for link, raw in zip(mentioned, unlinked) if raw is None)
 
     def passage_concepts(self, ref: GraphRef, turn_ids: list[str]) -> dict[str, tuple[str, ...]]:

@@ -146,7 +146,8 @@ def test_links_a_tick_took_reach_snapshots_and_digests_as_link_records():
     stored = list(state.repo.records(G))
     assert [key for key, _ in stored if key.startswith(keys.section(G, b"u"))] == [
         keys.unlinked(G, "t1", "lag"), keys.unlinked(G, "t2", "lag"),
-    ]
+    ] == keys.unlinks(G, [("lag", "t1"), ("lag", "t2")])
+    assert state.repo.links(G, [("lag", "t1"), ("kafka", "t1"), ("broker", "t2")]) == {("kafka", "t1"), ("broker", "t2")}
     carried = as_links(stored)
     assert [key for key, _ in carried if key.startswith(keys.section(G, b"s"))] == [
         keys.concept_passage(G, "broker", "t2"), keys.concept_passage(G, "kafka", "t1"),

@@ -142,6 +142,25 @@ def test_concepts_left_without_edges_are_isolated(pruned_concepts, pruned_edges,
     assert [c.id for c in found] == isolated and all(c.reason == "isolated" for c in found)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.tuples(st.sampled_from("abcdef"), st.sampled_from("abcdef")).filter(lambda e: e[0] < e[1])),
+       st.data())
+def test_isolated_among_allowed_is_isolated_then_filtered(edges, data):
+    """`isolated_by` with `allowed` (what a tick's fold passes: the concepts
+    it lists as isolated) equals the unfiltered answer filtered."""
+    graph: dict[str, list[str]] = {c: [] for c in "abcdef"}
+    for a, b in sorted(edges):
+        graph[a].append(b)
+        graph[b].append(a)
+    pruned = data.draw(st.sets(st.sampled_from("abcdef")))
+    removed = data.draw(st.sets(st.sampled_from(sorted(edges)))) if edges else set()
+    allowed = data.draw(st.sets(st.sampled_from("abcdef")))
+    every = isolated_by(sorted(pruned), sorted(removed), lambda c: graph[c])
+    assert isolated_by(sorted(pruned), sorted(removed), lambda c: graph[c], allowed.__contains__) == [
+        c for c in every if c.id in allowed
+    ]
+
+
 # `expired_mask` decides a small table edge by edge and a larger one with
 # numpy: each test runs with either for every table.
 EITHER_PATH = pytest.mark.parametrize("few_edges", [0, 10**6], ids=["numpy", "one-by-one"])
