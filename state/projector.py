@@ -323,7 +323,11 @@ class PartitionState:
         the concepts each removed. Fewer than `ticks` where a tick's evolve
         raised: those before it are applied, and it is the caller's."""
         view, meta = self._view_of(ref), self.repo.meta(ref)
-        reads = TickReads(self.repo, view, ref, [cast(Decay, event) for event, _, _ in ticks])
+        try:
+            reads = TickReads(self.repo, view, ref, [cast(Decay, event) for event, _, _ in ticks])
+        except Exception:  # noqa: BLE001 - each applied alone by the caller then, through its rule's own slice
+            log.debug("pruning ticks of %s not read together; applied alone", ref, exc_info=True)
+            return []
         removed, decided = Removed(), []
         for event, offset, raw in ticks:
             tick = cast(Decay, event)
@@ -331,6 +335,8 @@ class PartitionState:
                 writes = tuple(w for w in rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params)
                                if not isinstance(w, PutMeta))
             except Exception:  # noqa: BLE001 - applied alone by the caller, where a rejection is recorded
+                log.debug("pruning tick at offset %s of %s not decided in its group; applied alone", offset, ref,
+                          exc_info=True)
                 break
             removed.add(writes)
             decided.append((offset, raw, writes))

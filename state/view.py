@@ -267,7 +267,8 @@ class GraphView:
         """Apply the writes of pruning ticks decided together
         (`state.tick_group`): their edges removed at once, first (every end
         is live before the first tick), then the rest in order."""
-        self.remove_edges(sorted({edge for w in writes if isinstance(w, RemovePairs) for edge in w.edges}))
+        edges = {(a, b) if a < b else (b, a) for w in writes if isinstance(w, RemovePairs) for a, b in w.edges}
+        self.remove_edges(sorted(edges))  # each once, whichever way round a tick listed it
         self.apply_all(w for w in writes if not isinstance(w, RemovePairs))
 
     def add_turns(self, run: FoldedRun) -> None:

@@ -163,6 +163,11 @@ PRUNING_CASES = {
          pruning("g", 92, (), (("cat", "lag"),)), pruning("g", 93, ("kafka",), (("kafka", "lag"),), ("lag",)),
          turn("g", "t4", 94, {"broker": 0.3})], (3,),
     ),
+    "ticks of a group listing an edge either way round": (
+        [*HISTORY, turn("g", "t2b", 2, {"lag": 0.4, "cat": 0.3}), turn("g", "t3", 91, {"broker": 0.7}),
+         pruning("g", 92, (), (("lag", "cat"),)), pruning("g", 93, (), (("kafka", "lag"),), ("lag",)),
+         turn("g", "t4", 94, {"broker": 0.3})], (3,),
+    ),
     "a pruning tick of a graph the batch makes": (
         [*HISTORY, pruning("g", 92, ("kafka",), (("kafka", "lag"),)), turn("g", "t3", 93, {"broker": 0.3})], (),
     ),
@@ -306,6 +311,15 @@ def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(m
     assert partition_digests(state.repo) == partition_digests(expected.repo)
     assert groups == [T0 + timedelta(hours=h) for h in (92, 94, 95)]
     assert not {"kafka", "cat", "dog"} & set(state.view("g").index)
+
+
+def test_ticks_whose_reads_fail_together_are_applied_alone(monkeypatch):
+    events = PRUNING_CASES["the second tick of a group orphans a passage the first unlinked"][0]
+    monkeypatch.setattr(tick_group.TickReads, "__init__", lambda *args: (_ for _ in ()).throw(OSError("unreadable")))
+    one_by_one, expected = fold(events, batched=False)
+    batched, state = fold(events, batched=True, cuts=(2,))
+    assert Outcome.REJECTED not in batched and batched == one_by_one
+    assert partition_digests(state.repo) == partition_digests(expected.repo)
 
 
 def test_a_run_whose_fold_fails_after_its_ticks_went_ahead_is_applied_one_at_a_time(monkeypatch):
