@@ -4,7 +4,9 @@ kept locally, so that forgetting a turn re-folds only what follows it.
 When the fold applies a `SnapshotStarted` of a graph at offset `as_of`,
 the state is exactly the graph as of `as_of`; each of its versions' records
 (store layout) but its journal is kept here, compressed, with the ids of
-the turns it holds. The journal up to `as_of` is the version's own: events
+the turns it holds (a live worker makes it where it serves the request's
+snapshot, from the records the snapshot is, before it applies anything
+else: `version_records`, `Made`). The journal up to `as_of` is the version's own: events
 are only ever added after it, and a forget that rewrote it (of a turn the
 point holds) dropped the point, so the re-fold takes it from there. A version keeps up to `MAX_POINTS` of them (`thinned`: the newest
 always, the others spread over its history). Forgetting turns of a
