@@ -315,7 +315,11 @@ def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(m
 
 def test_ticks_whose_reads_fail_together_are_applied_alone(monkeypatch):
     events = PRUNING_CASES["the second tick of a group orphans a passage the first unlinked"][0]
-    monkeypatch.setattr(tick_group.TickReads, "__init__", lambda *args: (_ for _ in ()).throw(OSError("unreadable")))
+
+    def unreadable(*args):
+        raise OSError("the store, for the group's reads")
+
+    monkeypatch.setattr(tick_group.TickReads, "__init__", unreadable)
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED not in batched and batched == one_by_one
