@@ -139,7 +139,9 @@ class PartitionWorker:
 
     def serve_snapshots(self) -> list[GraphEvent]:
         """The parts of the snapshots requested by the events just applied,
-        and their fold points, kept by `keep_served_points` (reads only)."""
+        and their fold points, kept by `keep_served_points`. It reads the
+        state only (but for taking the points left due), so it may run on
+        another thread while nothing is applied."""
         return self.snapshots.serve_all(self.state, self.state.take_points_due())
 
     def keep_served_points(self) -> None:
