@@ -41,6 +41,12 @@ class PairState(NamedTuple):
 Edge = tuple[str, str]  # (a, b) with a < b
 
 
+def edge_key(edge: tuple[str, str]) -> Edge:
+    """`edge` as (a, b) with a < b: a tick may list it either way round."""
+    a, b = edge
+    return (a, b) if a < b else (b, a)
+
+
 def pair_state(count: int, last: datetime) -> PairState:
     """`PairState(count, last)` without the named tuple's Python-level
     constructor (a fold makes one per pair of every turn)."""

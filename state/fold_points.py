@@ -152,11 +152,6 @@ def version_records(content: Records, ref: GraphRef) -> Records:
     return found
 
 
-def keep(store: Transaction, ref: GraphRef, as_of: int, turn_ids: set[str], records: Records) -> None:
-    """Add `ref`'s point as of `as_of`, then thin its points to `MAX_POINTS`."""
-    keep_made(store, Made(ref, as_of, encode_point(as_of, turn_ids, records)))
-
-
 def keep_made(store: Transaction, made: Made) -> None:
     """Add a point made (`Made`), then thin its version's points to `MAX_POINTS`."""
     ref = made.ref

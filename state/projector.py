@@ -93,11 +93,11 @@ class PartitionState:
         # at the next tick instead.
         self.compacts_views = True
         # Whether a snapshot request's fold points are left to whoever serves
-        # it (`take_points_due`, `points_as_of`, `keep_points`): a live worker
-        # makes them on the thread that serialises the same records, off its
-        # event loop. Otherwise the fold keeps them as it applies the request.
+        # it (`SnapshotWriter.serve_all`, with `points_as_of` and `keep_points`):
+        # a live worker makes them on the thread that serialises the same
+        # records, off its event loop. Otherwise the fold keeps them as it
+        # applies the request.
         self.defers_points = False
-        self._points_due: list[tuple[str, int]] = []
 
     @property
     def applied_offset(self) -> int:
@@ -332,8 +332,7 @@ class PartitionState:
         for event, offset, raw in ticks:
             tick = cast(Decay, event)
             try:
-                writes = tuple(w for w in rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params)
-                               if not isinstance(w, PutMeta))
+                writes = _but_meta(rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params))
             except Exception:  # noqa: BLE001 - applied alone by the caller, where a rejection is recorded
                 log.debug("pruning tick at offset %s of %s not decided in its group; applied alone", offset, ref,
                           exc_info=True)
@@ -429,16 +428,9 @@ class PartitionState:
 
     def _keep_fold_points(self, graph_id: str, as_of: int) -> None:
         """Keep each version of `graph_id` as of `as_of` (`state.fold_points`),
-        or leave it due (`defers_points`)."""
-        if self.defers_points:
-            self._points_due.append((graph_id, as_of))
-        else:
+        unless whoever serves the request makes them (`defers_points`)."""
+        if not self.defers_points:
             self.keep_points(self.points_as_of(graph_id, as_of))
-
-    def take_points_due(self) -> list[tuple[str, int]]:
-        """The (graph, as_of) of the fold points left due since the last call."""
-        due, self._points_due = self._points_due, []
-        return due
 
     def points_as_of(self, graph_id: str, as_of: int, content: ContentRecords | None = None) -> list[fold_points.Made]:
         """Each version of `graph_id` as it is now, made a fold point as of
@@ -502,7 +494,7 @@ class PartitionState:
         try:
             writes = rule.evolve(event, rule.load(self, event, ref, meta, refolds), self.params)
             if meta_in_run:
-                writes = tuple(write for write in writes if not isinstance(write, PutMeta))
+                writes = _but_meta(writes)
         except NotImplementedError:
             raise  # a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
@@ -617,6 +609,11 @@ class PartitionState:
         """Commit what was applied (a clean stop) and close the store."""
         self.commit()
         self.txn.close()
+
+
+def _but_meta(writes: Writes) -> Writes:
+    """All of a tick's writes but its meta's: a tick applied ahead of its run's turns, which move the meta."""
+    return tuple(write for write in writes if not isinstance(write, PutMeta))
 
 
 def _model(

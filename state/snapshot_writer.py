@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 from emgas.processors.events import Checkpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
 from emgas.processors.events.log import SnapshotReason
@@ -74,23 +73,19 @@ class SnapshotWriter:
             due += self.start_round(state, wall)
         return due
 
-    def serve_all(self, state: PartitionState, points_due: Iterable[tuple[str, int]] = ()) -> list[GraphEvent]:
-        """The parts of every snapshot request applied and not served yet,
-        and the fold points left due by the same requests (`points_due`:
-        (graph, as_of); made from the records the parts are, then in
-        `points_made`). It only reads the state: a live worker runs it off
-        its event loop."""
+    def serve_all(self, state: PartitionState, points: bool = False) -> list[GraphEvent]:
+        """The parts of every snapshot request applied and not served yet.
+        `points`: the requests were applied leaving their fold points to
+        this (`PartitionState.defers_points`): a request but a base one's are
+        made from the records its parts are, into `points_made`. It only
+        reads the state: a live worker runs it off its event loop."""
         requests, self.to_serve = self.to_serve, []
-        due = dict.fromkeys(points_due)
         parts: list[GraphEvent] = []
         for event, offset in requests:
             records = stored_content(state.txn, event.graph_id)
-            if (event.graph_id, offset) in due:
-                del due[(event.graph_id, offset)]
+            if points and not event.base:  # the fold keeps none for a base snapshot, which replaces the graph
                 self.points_made += state.points_as_of(event.graph_id, offset, records)
             parts += self.serve(state, event, offset, records)
-        for graph_id, as_of in due:  # none served: the state is still as of the request, nothing was applied since
-            self.points_made += state.points_as_of(graph_id, as_of)
         return parts
 
     def serve(self, state: PartitionState, event: SnapshotStarted, offset: int, records: Records | None = None) -> list[Snapshot]:

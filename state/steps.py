@@ -140,9 +140,8 @@ class PartitionWorker:
     def serve_snapshots(self) -> list[GraphEvent]:
         """The parts of the snapshots requested by the events just applied,
         and their fold points, kept by `keep_served_points`. It reads the
-        state only (but for taking the points left due), so it may run on
-        another thread while nothing is applied."""
-        return self.snapshots.serve_all(self.state, self.state.take_points_due())
+        state only, so it may run on another thread while nothing is applied."""
+        return self.snapshots.serve_all(self.state, points=True)  # `on_graph_event` left them to it
 
     def keep_served_points(self) -> None:
         """Stage the fold points `serve_snapshots` made (before the next event is applied)."""

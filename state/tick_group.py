@@ -25,7 +25,7 @@ import numpy as np
 from emgas.processors.events import Decay
 from emgas.processors.evolve import Slice
 from emgas.processors.graph import GraphMeta, GraphRef
-from emgas.processors.pruning import Edge, PairState, PairTable
+from emgas.processors.pruning import Edge, PairState, PairTable, edge_key
 from emgas.processors.writes import RemoveConcept, RemoveLink, RemovePairs, Write
 from emgas.state.repository import GraphRepository
 from emgas.state.view import GraphView
@@ -33,7 +33,7 @@ from emgas.state.view import GraphView
 
 class Removed:
     """What the ticks of a group decided so far remove: concepts, edges
-    (by `_key`), (concept, turn) links, and the ends of the edges removed."""
+    (by `edge_key`), (concept, turn) links, and the ends of the edges removed."""
 
     def __init__(self) -> None:
         self.concepts: set[str] = set()
@@ -44,7 +44,7 @@ class Removed:
     def add(self, writes: Iterable[Write]) -> None:
         for write in writes:
             if isinstance(write, RemovePairs):
-                self.edges.update(_key(edge) for edge in write.edges)
+                self.edges.update(edge_key(edge) for edge in write.edges)
                 self.touched.update(end for edge in write.edges for end in edge)
             elif isinstance(write, RemoveConcept):
                 self.concepts.add(write.cid)
@@ -102,11 +102,11 @@ class TickReads:
         if cid not in removed.touched:
             return found
         gone = removed.edges
-        return tuple(other for other in found if _key((cid, other)) not in gone)
+        return tuple(other for other in found if edge_key((cid, other)) not in gone)
 
     def _pairs(self, edges: Iterable[Edge], removed: Removed) -> PairTable:
         """The table of those of `edges` that exist and were not removed, in key order."""
-        rows = [self.pair_row[e] for e in sorted(set(edges)) if e in self.pair_row and _key(e) not in removed.edges]
+        rows = [self.pair_row[e] for e in sorted(set(edges)) if e in self.pair_row and edge_key(e) not in removed.edges]
         if not rows:
             return PairTable()
         table, at = self.pairs, np.array(rows, dtype=np.int64)
@@ -116,9 +116,3 @@ class TickReads:
         """`cid`'s pairs with `neighbours` (its live ones), neighbour -> pair."""
         pairs = self.isolated_edges.get(cid, {})
         return {other: pairs[other] for other in neighbours if other in pairs}
-
-
-def _key(edge: Edge) -> Edge:
-    """An edge as (a, b) with a < b: a tick may list it either way round."""
-    a, b = edge
-    return (a, b) if a < b else (b, a)

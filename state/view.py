@@ -36,7 +36,7 @@ from emgas.processors.writes import (
 )
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
+from emgas.processors.pruning import Edge, PairState, PairTable, edge_key, pair_state
 from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
@@ -267,7 +267,7 @@ class GraphView:
         """Apply the writes of pruning ticks decided together
         (`state.tick_group`): their edges removed at once, first (every end
         is live before the first tick), then the rest in order."""
-        edges = {(a, b) if a < b else (b, a) for w in writes if isinstance(w, RemovePairs) for a, b in w.edges}
+        edges = {edge_key(edge) for w in writes if isinstance(w, RemovePairs) for edge in w.edges}
         self.remove_edges(sorted(edges))  # each once, whichever way round a tick listed it
         self.apply_all(w for w in writes if not isinstance(w, RemovePairs))
 
