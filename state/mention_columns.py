@@ -184,28 +184,34 @@ class MentionColumns:
         """The text `Mentions` keeps for each tied column. Mention by mention
         it keeps the smallest (time, text) of the held creation and every
         mention (a later one replaces the text only when it is smaller), so
-        here: the smallest text of the column's earliest mentions (all
-        mentions sorted by column, then time, at once), against the held one."""
-        order = np.lexsort((at_us, slot))  # each column's mentions, earliest first
-        by_column, by_time = slot[order], at_us[order]
-        starts = np.flatnonzero(np.r_[True, by_column[1:] != by_column[:-1]])
-        first = np.repeat(starts, np.diff(np.r_[starts, len(order)]))  # each position's column's first position
+        here: the smallest text of the column's earliest mentions (the tied
+        columns' mentions sorted by column, then time, at once), against
+        the held one."""
         is_tied = np.zeros(len(c.tie), dtype=bool)
         is_tied[tied] = True
-        earliest = np.flatnonzero((by_time == by_time[first]) & is_tied[by_column])
+        of_tied = np.flatnonzero(is_tied[slot])  # the mentions of tied columns
+        order = np.lexsort((at_us[of_tied], slot[of_tied]))  # each column's mentions, earliest first
+        by_column, by_time = slot[of_tied][order], at_us[of_tied][order]
+        starts = np.flatnonzero(np.r_[True, by_column[1:] != by_column[:-1]])
+        earliest_us = np.zeros(len(c.tie), dtype=np.int64)  # per column: its earliest mention's time
+        earliest_us[by_column[starts]] = by_time[starts]
+        earliest = np.flatnonzero(by_time == earliest_us[by_column])
         texts = self._texts
         best: dict[int, str] = {}
-        for k, m in zip(by_column[earliest].tolist(), order[earliest].tolist()):
+        for k, m in zip(by_column[earliest].tolist(), of_tied[order[earliest]].tolist()):
             text = best.get(k)
             if text is None or texts[m] < text:
                 best[k] = texts[m]
+        # A held column is tied when a mention came at its created_at, which
+        # only ever moves earlier: its earliest mention is at or before the
+        # held creation, and the held text competes only when it is at it.
+        held = np.asarray(tied, dtype=np.int64)
+        held = held[~c.fresh_before[held]]
+        held = held[c.held_created_us[held] == earliest_us[held]]
         held_texts = self._columns.text
-        for k in tied:
-            if not c.fresh_before[k]:
-                created, held = int(c.held_created_us[k]), held_texts[int(c.slots[k])]
-                earliest_us = int(by_time[np.searchsorted(by_column, k)])  # its group starts there
-                if created < earliest_us or (created == earliest_us and held < best[k]):
-                    best[k] = held
+        for k, at in zip(held.tolist(), c.slots[held].tolist()):
+            if held_texts[at] < best[k]:
+                best[k] = held_texts[at]
         return best
 
     def _by_mentions(self, ids: list[str], slots: np.ndarray) -> FoldedMentions:
