@@ -20,7 +20,9 @@ word boundary ("的地" in "…的地点是…") still tells one attribute from 
 
 `weights` gives each term jieba's inverse document frequency (its corpus
 of Chinese text; unknown terms get the median), the tf-idf a concept's
-importance is made from. Pure: jieba's dictionary is data, read once.
+importance is made from. Pure: jieba's dictionary and idf table are data,
+read once per process (`lexicon`; a worker reads them decoded from disk,
+`state.chinese_lexicon`).
 
 The search-mode cut is jieba's, computed by jieba-rs (`rjieba`, its Rust
 port with the same dictionary and model, about 15 times faster: jieba's
@@ -38,9 +40,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Collection, Mapping, cast
+from typing import Any, Callable, Collection, Mapping, NamedTuple, cast
 
 import jieba
 
@@ -131,19 +134,58 @@ def is_fragment(term: str, words_nearby: Collection[str] = ()) -> bool:
     stays a retrieval feature; it is not shown to a person as a concept."""
     if len(term) != 2 or not _CJK_RUN.fullmatch(term):
         return False
-    return _no_word(term, words_nearby, _dictionary())
+    return _no_word(term, words_nearby, lexicon().two_char_words)
 
 
-def _no_word(pair: str, words_nearby: Collection[str], dictionary: Mapping[str, int]) -> bool:
+def _no_word(pair: str, words_nearby: Collection[str], two_char_words: frozenset[str]) -> bool:
     """`is_fragment` of two CJK characters: not among `words_nearby`, and not a
-    word of jieba's `dictionary` (its count is 0 or absent)."""
-    return pair not in words_nearby and not dictionary.get(pair, 0)
+    word of jieba's dictionary (`Lexicon.two_char_words`)."""
+    return pair not in words_nearby and pair not in two_char_words
 
 
-def _dictionary() -> Mapping[str, int]:
-    """jieba's word counts (the dictionary is read on first use)."""
+class Lexicon(NamedTuple):
+    """What `weights` and `is_fragment` read of jieba's data."""
+
+    two_char_words: frozenset[str]  # the dictionary's words of two characters with a count above 0
+    idf: Mapping[str, float]  # term -> jieba's inverse document frequency (natural log)
+    median_idf: float  # what a term it does not list gets
+
+
+def jieba_lexicon() -> Lexicon:
+    """The lexicon read from jieba: its dictionary (about 0.5 s) and its
+    idf table (importing `jieba.analyse`, which also reads a part-of-speech
+    table: about 0.4 s). A bigram is a word where the dictionary counts it
+    above 0 (it lists every word's prefixes at 0)."""
     jieba.dt.check_initialized()
-    return cast(Mapping[str, int], jieba.dt.FREQ)
+    from jieba import analyse
+
+    table = analyse.default_tfidf
+    words = frozenset(w for w, count in cast(Mapping[str, int], jieba.dt.FREQ).items() if count and len(w) == 2)
+    return Lexicon(words, table.idf_freq, table.median_idf)
+
+
+_lexicon_source: Callable[[], Lexicon] = jieba_lexicon
+_lexicon_lock = threading.Lock()
+_lexicon: list[Lexicon] = []  # the one read, once read
+
+
+def read_lexicon_with(source: Callable[[], Lexicon]) -> None:
+    """Read the lexicon with `source` from now on (`state.chinese_lexicon`
+    keeps it decoded on disk), in place of `jieba_lexicon`; one read
+    already stays."""
+    global _lexicon_source
+    _lexicon_source = source
+
+
+def lexicon() -> Lexicon:
+    """The lexicon, read on first use, once per process (only a process
+    that reads Chinese pays it): an extraction and a query that both need
+    it first wait for one read."""
+    if not _lexicon:
+        with _lexicon_lock:
+            if not _lexicon:
+                _lexicon.append(_lexicon_source())
+    return _lexicon[0]
 
 
 def characters(text: str) -> list[str]:
@@ -162,26 +204,14 @@ def terms(text: str) -> list[str]:
 def weights(text: str) -> dict[str, float]:
     """term -> tf · idf, where tf counts a word 1, a bigram that is a word
     BIGRAM_WEIGHT and one that is no word FRAGMENT_WEIGHT per occurrence, and
-    idf is jieba's (natural log; unknown terms: the median)."""
+    idf is jieba's (natural log; unknown terms: the median; `lexicon`)."""
     cut = words(text)
     tf: dict[str, float] = dict(Counter(cut))
     nearby = set(cut)
-    dictionary = _dictionary()
+    table = lexicon()
     for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks of that
-        fragment = _no_word(pair, nearby, dictionary)
+        fragment = _no_word(pair, nearby, table.two_char_words)
         tf[pair] = tf.get(pair, 0) + (FRAGMENT_WEIGHT if fragment else BIGRAM_WEIGHT)
-    table = _idf_table()
-    idf, median = table.idf_freq.get, table.median_idf
+    idf, median = table.idf.get, table.median_idf
     return {term: count * idf(term, median) for term, count in tf.items()}
-
-
-@lru_cache(maxsize=1)
-def _idf_table() -> Any:
-    """jieba's idf table. Importing `jieba.analyse` reads it and a part-of-speech
-    table (about 0.5 s), so only a process that reads Chinese pays it, on its
-    first Chinese text (with jieba's dictionary, about 1.2 s in all): not every
-    worker start, nor a takeover's first answer."""
-    import jieba.analyse
-
-    return jieba.analyse.default_tfidf
 

@@ -223,7 +223,8 @@ class Settings(BaseSettings):
     word_vectors_cache: Path = Field(default_factory=default_cache)
     """Where a worker keeps the word vectors of semantic seeds across restarts (one SQLite file per model), so a
     word is encoded once per machine and a partition taken over is ready without encoding its graphs again; and
-    the lemmatiser's decoded dictionaries (`state.lemma_cache`), so a worker starts without decoding them."""
+    the lemmatiser's decoded dictionaries (`state.lemma_cache`) and jieba's lexicon (`state.chinese_lexicon`),
+    so a worker starts and reads its first Chinese turn without decoding them."""
     kafka_heap: str = DEFAULT_HEAP
     """JVM heap options of the real broker `emgas broker` runs."""
 

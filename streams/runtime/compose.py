@@ -17,7 +17,7 @@ import faust
 
 from emgas.processors import extract
 from emgas.processors.extract import extractor_id
-from emgas.state import lemma_cache
+from emgas.state import chinese_lexicon, lemma_cache
 from emgas.state.retrieval import warm_up
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
@@ -108,6 +108,7 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     check_versions()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     lemma_cache.install(settings.word_vectors_cache)  # before anything lemmatises: the warm-up, a fold
+    chinese_lexicon.install(settings.word_vectors_cache)  # before the first Chinese text: an extraction, a query
     app = faust_app(settings)
     metrics = Metrics()
     states = PartitionStates(
