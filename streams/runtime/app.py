@@ -44,6 +44,7 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
 from emgas.processors.extract import ingest_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
+from emgas.state import kernels
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
@@ -156,6 +157,7 @@ class Agents:
         self.intake = Intake([settings.turns_topic, settings.graph_events_topic])
         self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
         self.pacing = CommitPacing(settings.state_commit_interval_s)
+        self.compiled = False  # the fold's compiled loops loaded (`state.kernels`)
 
     def register(self, app: App) -> None:
         """Subscribe to the two topics and run the agents on their records, a
@@ -217,6 +219,14 @@ class Agents:
         self.metrics.turns.inc(len(pending))
 
     async def apply(self, records: list[Any]) -> None:
+        if not self.compiled:
+            # Loading the fold's compiled loops (numba and its cache, 0.3-0.4 s)
+            # on the first fold that calls them stalled the event loop, and the
+            # queries waiting on it. On a thread, before the first batch, the
+            # loop answers meanwhile (sharing the interpreter). Not at start: a
+            # partition taken over is ready without them (`warm_for_queries`).
+            await asyncio.to_thread(kernels.warm)
+            self.compiled = True
         checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
