@@ -75,15 +75,35 @@ FRAGMENT_WEIGHT = 0.25
 def words(text: str) -> list[str]:
     """jieba's search-mode words of `text`, lower case, in order, without
     function words, punctuation, numbers or single CJK characters."""
+    kept = _KEPT
+    if len(kept) > _KEPT_MOST:
+        kept.clear()
     out = []
     for raw in search_cut(text):
-        word = raw.strip().lower()
-        if not word or word in STOPWORDS or word.isdigit() or not _HAS_WORD_CHAR.search(word):
-            continue
-        if len(word) < 2 and _CJK_RUN.fullmatch(word):
-            continue
-        out.append(word)
+        word = kept.get(raw, "")  # "": not met yet (a kept word is never empty)
+        if word == "":
+            word = kept[raw] = _kept_word(raw)
+        if word is not None:
+            out.append(word)
     return out
+
+
+def _kept_word(raw: str) -> str | None:
+    """What `words` keeps of a cut word: lower case, stripped; None for a
+    function word, punctuation, a number or a single CJK character."""
+    word = raw.strip().lower()
+    if not word or word in STOPWORDS or word.isdigit() or not _HAS_WORD_CHAR.search(word):
+        return None
+    if len(word) < 2 and _CJK_RUN.fullmatch(word):
+        return None
+    return word
+
+
+# `_kept_word` per cut word met: a language's words repeat from turn to turn.
+# Emptied when it holds _KEPT_MOST (a long-lived worker meets new words
+# without end); a race between threads writes the same value.
+_KEPT: dict[str, str | None] = {}
+_KEPT_MOST = 200_000
 
 
 def search_cut(text: str) -> list[str]:

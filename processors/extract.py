@@ -78,15 +78,20 @@ def extractor_id(params: ExtractionParams) -> str:
 
 def detect_language(text: str, params: ExtractionParams) -> str:
     """'zh' when CJK characters make up more than `cjk_ratio` of the letters."""
-    letters = [ch for ch in text if ch.isalpha()]
+    letters = list(filter(str.isalpha, text))
     if not letters:
         return params.default_language
-    cjk = sum(1 for ch in letters if _is_cjk(ch))
+    known = _CJK_LETTERS
+    for ch in set(letters).difference(known):
+        known[ch] = "CJK" in unicodedata.name(ch, "")
+    cjk = sum(map(known.__getitem__, letters))
     return "zh" if cjk / len(letters) > params.cjk_ratio else params.default_language
 
 
-def _is_cjk(ch: str) -> bool:
-    return "CJK" in unicodedata.name(ch, "")
+# Per letter met, whether its Unicode name says CJK: `unicodedata.name` is a
+# few times the cost of a lookup, and a text's letters repeat (bounded by
+# the letters that exist; a race between threads writes the same value).
+_CJK_LETTERS: dict[str, bool] = {}
 
 
 def normalise(phrase: str, language: str) -> str:
@@ -288,9 +293,9 @@ def _chinese_candidates(text: str) -> list[Candidate]:
     top = max(weights.values())
     out = []
     for term, weight in weights.items():
-        cid = _chinese_id(term)
+        cid = term if not term.isascii() else normalise(term, "zh")  # `_chinese_id`, inlined: a turn has ~20 terms
         if cid and not cid.isdigit():
-            out.append(Candidate(cid, term, _clamp(weight / top)))
+            out.append(Candidate(cid, term, min(1.0, max(1e-6, weight / top))))  # `_clamp`
     return out
 
 
@@ -308,8 +313,11 @@ def _minimal_cover(candidates: Sequence[Candidate]) -> list[Candidate]:
     first, ties by id."""
     best: dict[str, Candidate] = {}
     for c in candidates:
-        if c.id not in best or c.importance > best[c.id].importance:
+        held = best.get(c.id)
+        if held is None or c.importance > held.importance:
             best[c.id] = c
+    if " " not in "".join(best):  # no id of several words: none contains another (nearly every Chinese text)
+        return sorted(best.values(), key=lambda c: (-c.importance, c.id))
     importance = {cid: c.importance for cid, c in best.items()}
     # Only an id of several words contains another (a one-word id holds no
     # inner space for a shorter id to start or end at), and only a shorter
