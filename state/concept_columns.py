@@ -70,12 +70,16 @@ class ConceptColumns:
 
     def add(self, text: str) -> int:
         """A new slot (a concept not mentioned yet: every value empty); its index."""
-        slot = self.size
-        if slot >= len(self.activation):
-            self._grow(2 * len(self.activation))
-        self.text.append(text)
-        self.size += 1
-        return slot
+        return self.add_many([text])
+
+    def add_many(self, texts: list[str]) -> int:
+        """A new slot per text, in order (`add` of each); the first one's index."""
+        first = self.size
+        if first + len(texts) > len(self.activation):
+            self._grow(max(2 * len(self.activation), first + len(texts)))
+        self.text.extend(texts)
+        self.size += len(texts)
+        return first
 
     def put(self, slot: int, concept: ConceptState) -> None:
         """The slot's values become the record's (as loaded, or as a rule wrote

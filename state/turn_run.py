@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
@@ -65,6 +66,8 @@ from emgas.state.mention_columns import FoldedMentions, MentionColumns
 from emgas.state.repository import GraphRepository, PendingPassage
 from emgas.state.rules import Outcome
 from emgas.state.transaction import Pending
+
+_ID = attrgetter("id")  # a concept's id, a concept model's or row's alike
 
 if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotations
     from emgas.state.view import GraphView
@@ -155,7 +158,7 @@ def part_end(run: list[RunEvent], outcomes: list[Outcome | None], start: int, kn
     for k in ticks:
         for event, _, _ in run[seen:k]:
             if is_turn(event):  # one that does not apply mentions nothing either: a cut too many at worst
-                mentioned.update(c.id for c in event.concepts)
+                mentioned.update(map(_ID, event.concepts))
         seen = k
         tick = cast(Decay, run[k][0])
         touched = any(c.id in mentioned for c in tick.concepts) or any(
@@ -210,7 +213,7 @@ def fold_run(
         mentions.turn(event.concepts, at)
         passages.append(PendingPassage(
             event.turn_id, event.speaker, event.text, at, event.session_id, event.metadata,
-            tuple(sorted(c.id for c in event.concepts)), turns,
+            tuple(sorted(map(_ID, event.concepts))), turns,
         ))
         turns += 1
         if clock is None or at > clock:

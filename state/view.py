@@ -148,14 +148,23 @@ class GraphView:
         """Index of concept `cid`, adding it if new."""
         i = self.index.get(cid)
         if i is None:
-            i = self.index[cid] = len(self.ids)
-            self.ids.append(cid)
-            self.columns.add(text)
-            self._adjacency.add_node()
-            self.passage_ids.append([])
-            if i >= len(self._counts):
-                self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
+            i = self.new_nodes([cid], [text])
         return i
+
+    def new_nodes(self, cids: list[str], texts: list[str]) -> int:
+        """Add concepts `cids` (distinct, none held) with their texts, in
+        order, as `node` adds one; the first one's index."""
+        first, n = len(self.ids), len(cids)
+        self.index.update(zip(cids, range(first, first + n)))
+        self.ids += cids
+        self.columns.add_many(texts)
+        self._adjacency.add_nodes(n)
+        self.passage_ids += [[] for _ in range(n)]
+        if first + n > len(self._counts):
+            grown = np.zeros(max(2 * len(self._counts), first + n), dtype=self._counts.dtype)
+            grown[: len(self._counts)] = self._counts
+            self._counts = grown
+        return first
 
     def set_count(self, i: int, count: int) -> None:
         self._counts[i] = count
@@ -278,9 +287,11 @@ class GraphView:
         run's mentions leave them (`state.mention_columns`)."""
         mentions = run.mentions
         slots = mentions.slots.copy()
-        node = self.node
-        for k in np.flatnonzero(slots < 0).tolist():  # in the order of their first mention
-            slots[k] = node(mentions.ids[k], mentions.texts[k])
+        fresh = np.flatnonzero(slots < 0)  # in the order of their first mention; none held (the run read the index)
+        if len(fresh):
+            ids, texts = mentions.ids, mentions.texts
+            first = self.new_nodes([ids[k] for k in fresh.tolist()], [texts[k] for k in fresh.tolist()])
+            slots[fresh] = np.arange(first, first + len(fresh))
         apply_mentions(self.columns, mentions, slots)
         self._counts[slots] = self.columns.mentions[slots]
         index, sources = self.index, self.passage_ids
