@@ -9,6 +9,8 @@ writes (the current schema version, canonical timestamps) into a
 likewise becomes a `ConsolidateRow`, its topics `TopicRow`s: a daily
 memory's log brings one nearly every turn, each naming the graph's every
 topic, and a run of turns applies only its last one's (`state.turn_run`).
+A `decay` tick becomes a `DecayRow`: one that prunes lists a few concepts
+and about ten edges, a model each, and a forget re-folds thousands.
 Anything else, and any turn or consolidation that is not plainly valid,
 takes `codec.decode_graph_event`: so a bad event is refused with the same
 one-line reason, and an accepted one has the same field values either way
@@ -26,10 +28,12 @@ from datetime import datetime
 from typing import Any, Literal, TypeGuard
 
 import msgspec
+from pydantic import ValidationError
 
 from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.dynamics import DecayParams
 from emgas.processors.events import (
-    EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, MAX_ID_CHARS, Consolidate, GraphEvent, TurnIngested,
+    EARLIEST_EVENT_TIME, LATEST_EVENT_TIME, MAX_ID_CHARS, Consolidate, Decay, GraphEvent, TurnIngested,
 )
 
 
@@ -123,32 +127,103 @@ class ConsolidateRow:
         })
 
 
-FoldEvent = GraphEvent | TurnRow | ConsolidateRow
+class PrunedConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A concept a tick lists: `processors.events.PrunedConcept`'s fields."""
+
+    id: str
+    reason: Literal["activation", "isolated"]
+    value: float
+
+
+class PrunedEdgeRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An edge a tick lists: `processors.events.PrunedEdge`'s fields."""
+
+    a: str
+    b: str
+    value: float
+
+
+class _ParamsWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A tick's `DecayParams` as workers write them (every field present)."""
+
+    model: Literal["exponential", "power", "hybrid"]
+    half_life_s: float
+    power_tau_s: float
+    power_beta: float
+    hybrid_after: int
+    concept_threshold: float
+    edge_stability_s: float
+    edge_threshold: float
+
+
+class _DecayWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A decay event as workers write it (every field present)."""
+
+    type: Literal["decay"]
+    schema_version: Literal[1]
+    graph_id: str
+    graph_version: int
+    timestamp: str
+    trigger: Literal["window", "idle", "manual"]
+    params: _ParamsWire
+    concepts: tuple[PrunedConceptRow, ...]
+    edges: tuple[PrunedEdgeRow, ...]
+
+
+class DecayRow:
+    """A `decay` event decoded for the fold: `Decay`'s fields (its params a
+    `DecayParams`, its lists `PrunedConceptRow`s and `PrunedEdgeRow`s),
+    valid as it would be. A tick that prunes lists a few concepts and
+    about ten edges, which as a model each took most of its decoding."""
+
+    __slots__ = ("graph_id", "graph_version", "timestamp", "trigger", "params", "concepts", "edges")
+    type = "decay"
+
+    def __init__(self, wire: _DecayWire, timestamp: datetime, params: DecayParams) -> None:
+        self.graph_id, self.graph_version, self.timestamp = wire.graph_id, wire.graph_version, timestamp
+        self.trigger, self.params, self.concepts, self.edges = wire.trigger, params, wire.concepts, wire.edges
+
+    def model(self) -> Decay:
+        """The event as its schema's model (for a rule applying it alone)."""
+        return Decay.model_validate({
+            "graph_id": self.graph_id, "graph_version": self.graph_version, "timestamp": self.timestamp,
+            "trigger": self.trigger, "params": self.params,
+            "concepts": [{"id": c.id, "reason": c.reason, "value": c.value} for c in self.concepts],
+            "edges": [{"a": e.a, "b": e.b, "value": e.value} for e in self.edges],
+        })
+
+
+FoldEvent = GraphEvent | TurnRow | ConsolidateRow | DecayRow
 
 
 def event_bytes(event: FoldEvent, raw: bytes | None) -> bytes:
     """The event's bytes: as read, else encoded (a row is only ever read)."""
     if raw is not None:
         return raw
-    assert not isinstance(event, (TurnRow, ConsolidateRow)), "an event decoded for the fold keeps its bytes"
+    assert not isinstance(event, (TurnRow, ConsolidateRow, DecayRow)), "an event decoded for the fold keeps its bytes"
     return encode(event)
 
 _DECODER = msgspec.json.Decoder(_Wire)
 _CONSOLIDATE_DECODER = msgspec.json.Decoder(_ConsolidateWire)
+_DECAY_DECODER = msgspec.json.Decoder(_DecayWire)
 # The timestamps pydantic writes: seconds, µs when there are any, Z or an offset.
 _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?(Z|[+-]\d{2}:\d{2})\Z")
 _TURN = b'{"type":"turn_ingested","schema_version":2,'
 _CONSOLIDATE = b'{"type":"consolidate","schema_version":1,'
+_DECAY = b'{"type":"decay","schema_version":1,'
 
 
 def decode_for_fold(raw: bytes | None) -> FoldEvent:
     """The graph event in `raw`: a `TurnRow` for a plainly valid turn of the
-    current schema, a `ConsolidateRow` for such a consolidation, else what
-    `decode_graph_event` gives (or raises: a record without a value, too)."""
+    current schema, a `ConsolidateRow` or a `DecayRow` for such a
+    consolidation or tick, else what `decode_graph_event` gives (or raises:
+    a record without a value, too)."""
     if raw is not None and b"\\u" not in raw:  # an escape may hide a lone surrogate: the general path decides
         row: FoldEvent | None = None
         if raw.startswith(_TURN):
             row = _turn(raw)
+        elif raw.startswith(_DECAY):
+            row = _decay(raw)
         elif raw.startswith(_CONSOLIDATE):
             row = _consolidation(raw)
         if row is not None:
@@ -164,6 +239,11 @@ def is_turn(event: Any) -> TypeGuard[TurnIngested | TurnRow]:
 def is_consolidation(event: Any) -> TypeGuard[Consolidate | ConsolidateRow]:
     """Whether `event` is a consolidation, as a model or as a row."""
     return type(event) is ConsolidateRow or type(event) is Consolidate
+
+
+def is_decay(event: Any) -> TypeGuard[Decay | DecayRow]:
+    """Whether `event` is a decay tick, as a model or as a row."""
+    return type(event) is DecayRow or type(event) is Decay
 
 
 def _turn(raw: bytes) -> TurnRow | None:
@@ -197,6 +277,39 @@ def _consolidation(raw: bytes) -> ConsolidateRow | None:
         return None
     at = _event_time(wire.timestamp)
     return None if at is None else ConsolidateRow(wire, at)
+
+
+def _decay(raw: bytes) -> DecayRow | None:
+    """The row of a tick that passes every rule of `Decay`; None when one is
+    in doubt. (Its values are finite: JSON has no infinity, and msgspec
+    refuses a number past a float's range, as the codec does.)"""
+    try:
+        wire = _DECAY_DECODER.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not _identifier(wire.graph_id) or wire.graph_version < 1:
+        return None
+    params = _params(wire.params)
+    at = _event_time(wire.timestamp)
+    return None if at is None or params is None else DecayRow(wire, at, params)
+
+
+def _params(wire: _ParamsWire) -> DecayParams | None:
+    """The `DecayParams` of a tick's parameters, validated once per distinct
+    set (a graph's ticks repeat them); None if they are not valid."""
+    params = _PARAMS.get(wire)
+    if params is None:
+        try:
+            params = DecayParams.model_validate({field: getattr(wire, field) for field in wire.__struct_fields__})
+        except ValidationError:
+            return None
+        if len(_PARAMS) >= 64:
+            _PARAMS.clear()
+        _PARAMS[wire] = params
+    return params
+
+
+_PARAMS: dict[_ParamsWire, DecayParams] = {}  # a race between threads writes an equal value
 
 
 def _event_time(timestamp: str) -> datetime | None:

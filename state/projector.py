@@ -47,7 +47,9 @@ from emgas.processors.events import (
     SnapshotStarted, TurnIngested,
 )
 from emgas.processors.evolve import after_tick
-from emgas.processors.fold_codec import ConsolidateRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn
+from emgas.processors.fold_codec import (
+    ConsolidateRow, DecayRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn,
+)
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, PutMeta, Refolded, RemoveConcept, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
@@ -160,7 +162,7 @@ class PartitionState:
         """The view of `graph_id` at `version` (default: the active one)."""
         return self.views.get(self.ref(graph_id, version))
 
-    def ref_of(self, event: ContentEvent | TurnRow | ConsolidateRow | SnapshotStarted | Snapshot) -> GraphRef:
+    def ref_of(self, event: ContentEvent | TurnRow | ConsolidateRow | DecayRow | SnapshotStarted | Snapshot) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
         if isinstance(event, GraphVersionSwitched):
             return GraphRef(event.graph_id, event.version)
@@ -280,7 +282,7 @@ class PartitionState:
                 break
             k = ticks[len(removed)]  # its evolve raised in the group: applied alone, where a rejection is recorded
             event, offset, raw = run[k]
-            outcome, gone = self._prune_ahead(ref, cast(Decay, event), offset, raw)
+            outcome, gone = self._prune_ahead(ref, cast(Decay, _model(event, raw)), offset, raw)  # alone: as a model
             if outcome is not Outcome.APPLIED:
                 outcomes[start:k] = self._fold_events(ref, run[start:k], outcomes[start:k], ahead)
                 outcomes[k] = outcome
@@ -309,7 +311,7 @@ class PartitionState:
             if new:
                 del self.views[ref]
             return [
-                self._tick_meta(ref, cast(Decay, event)) if offset in ahead
+                self._tick_meta(ref, cast(Decay, event)) if offset in ahead  # a row has the fields it reads
                 else self._content_event(_model(event, raw), offset, None, raw)
                 for event, offset, raw in run
             ]
@@ -330,7 +332,7 @@ class PartitionState:
             return []
         removed, decided = Removed(), []
         for event, offset, raw in ticks:
-            tick = cast(Decay, event)
+            tick = cast(Decay, event)  # or a row: the rule reads the fields both have
             try:
                 writes = _but_meta(rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params))
             except Exception:  # noqa: BLE001 - applied alone by the caller, where a rejection is recorded
@@ -617,11 +619,11 @@ def _but_meta(writes: Writes) -> Writes:
 
 
 def _model(
-    event: TurnIngested | TurnRow | Decay | Consolidate | ConsolidateRow, raw: bytes,
+    event: TurnIngested | TurnRow | Decay | DecayRow | Consolidate | ConsolidateRow, raw: bytes,
 ) -> TurnIngested | Decay | Consolidate:
     """A run's event as its rule takes it (an event decoded for the fold becomes its model)."""
-    if isinstance(event, (TurnRow, ConsolidateRow)):
-        return cast(TurnIngested | Consolidate, decode_graph_event(raw))
+    if isinstance(event, (TurnRow, ConsolidateRow, DecayRow)):
+        return cast(TurnIngested | Decay | Consolidate, decode_graph_event(raw))
     return event
 
 

@@ -28,6 +28,7 @@ from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwit
 from emgas.processors.evolve import (
     Slice, evolve_consolidate, evolve_decay, evolve_forget, evolve_retrieved, evolve_switch, evolve_turn,
 )
+from emgas.processors.fold_codec import DecayRow
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Refolded, Writes
 from emgas.state.repository import GraphRepository
@@ -96,8 +97,10 @@ class UnregisteredEvent(TypeError):
 
 
 def rule_for(event: object) -> Rule:
-    """The rule of `event`'s type; UnregisteredEvent if there is none."""
-    rule = RULES.get(type(event))
+    """The rule of `event`'s type (a tick decoded for the fold as a row:
+    `Decay`'s, whose guard, slice and evolve read only fields the row has);
+    UnregisteredEvent if there is none."""
+    rule = RULES.get(Decay if type(event) is DecayRow else type(event))
     if rule is None:
         raise UnregisteredEvent(event)
     return rule

@@ -32,7 +32,7 @@ from emgas.processors.events import (
     PassageQuery, Reply, SnapshotStarted, StatsQuery,
 )
 from emgas.processors.extract import ExtractionParams
-from emgas.processors.fold_codec import ConsolidateRow, FoldEvent, TurnRow, event_bytes, is_turn
+from emgas.processors.fold_codec import ConsolidateRow, DecayRow, FoldEvent, TurnRow, event_bytes, is_turn
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
@@ -129,7 +129,9 @@ class PartitionWorker:
             due += self.scheduler.due(self.state, ref)
         return outcomes, due
 
-    def _ref(self, event: ContentEvent | TurnRow | ConsolidateRow, refs: dict[tuple[str, int | None], GraphRef]) -> GraphRef:
+    def _ref(
+        self, event: ContentEvent | TurnRow | ConsolidateRow | DecayRow, refs: dict[tuple[str, int | None], GraphRef],
+    ) -> GraphRef:
         """The graph version `event` applies to, looked up once per batch."""
         version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
         ref = refs.get((event.graph_id, version))

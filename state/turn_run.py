@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, after_tick, evolve_consolidate
-from emgas.processors.fold_codec import ConsolidateRow, TurnRow, is_consolidation, is_turn
+from emgas.processors.fold_codec import ConsolidateRow, DecayRow, TurnRow, is_consolidation, is_decay, is_turn
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import SetTopics
 from emgas.state import keys
@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotation
     from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
-RunEvent = tuple[TurnIngested | TurnRow | Decay | Consolidate | ConsolidateRow, int, bytes]
+RunEvent = tuple[TurnIngested | TurnRow | Decay | DecayRow | Consolidate | ConsolidateRow, int, bytes]
 
 
 def joins_run(event: object) -> bool:
@@ -81,12 +81,12 @@ def joins_run(event: object) -> bool:
     tick (the meta's last tick; what it prunes is applied ahead of the
     run's turns, or the run is cut there: `part_end`), or a consolidation
     (it writes the meta and the topics, which no turn reads)."""
-    return is_turn(event) or is_consolidation(event) or isinstance(event, Decay)
+    return is_turn(event) or is_consolidation(event) or is_decay(event)
 
 
 def prunes(event: object) -> bool:
     """Whether `event` is a decay tick that lists concepts or edges to prune."""
-    return isinstance(event, Decay) and bool(event.concepts or event.edges)
+    return is_decay(event) and bool(event.concepts or event.edges)
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class FoldedRun:
     as the run leaves them, the meta after it."""
 
     applied: list[tuple[TurnIngested | TurnRow, int, bytes]]
-    ticks: list[tuple[Decay | Consolidate | ConsolidateRow, int, bytes]]  # the decay ticks and consolidations applied
+    ticks: list[tuple[Decay | DecayRow | Consolidate | ConsolidateRow, int, bytes]]  # the decay ticks and consolidations applied
     passages: list[PendingPassage]
     mentions: FoldedMentions  # the concepts it mentions, as it leaves them
     meta: GraphMeta
@@ -190,13 +190,13 @@ def fold_run(
     turns, clock, first_seen = meta.turns, meta.clock, meta.first_seen
     passages: list[PendingPassage] = []
     applied_turns: list[tuple[TurnIngested | TurnRow, int, bytes]] = []
-    ticks: list[tuple[Decay | Consolidate | ConsolidateRow, int, bytes]] = []
+    ticks: list[tuple[Decay | DecayRow | Consolidate | ConsolidateRow, int, bytes]] = []
     consolidation: tuple[Consolidate | ConsolidateRow, int] | None = None  # the last one, and the concepts mentioned before it
     pruned_since: set[str] = set()  # the concepts ticks applied ahead removed after the last consolidation
     for event, offset, raw in applied:
         at = event.timestamp
-        if isinstance(event, Decay):
-            meta = after_tick(meta, event)
+        if isinstance(event, (Decay, DecayRow)):
+            meta = after_tick(meta, cast(Decay, event))  # a row has the fields it reads
             mentions.ticked(meta)
             if offset in ahead:
                 pruned_since |= ahead[offset]  # its journal entry is staged already

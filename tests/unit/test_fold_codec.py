@@ -1,7 +1,8 @@
 """Decoding for the fold (`processors.fold_codec`) against the codec: a turn
-read as a `TurnRow`, a consolidation as a `ConsolidateRow`, has the fields
-`decode_graph_event` gives, and anything the fast path is not sure of gets
-the codec's answer (its event, or its refusal with the same reason)."""
+read as a `TurnRow`, a consolidation as a `ConsolidateRow`, a tick as a
+`DecayRow`, has the fields `decode_graph_event` gives, and anything the
+fast path is not sure of gets the codec's answer (its event, or its
+refusal with the same reason)."""
 
 import json
 from datetime import datetime, timedelta, timezone
@@ -12,8 +13,12 @@ from hypothesis import strategies as st
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import Concept, Consolidate, Decay, TopicNode, TurnIngested
-from emgas.processors.fold_codec import ConsolidateRow, TurnRow, decode_for_fold, is_consolidation, is_turn
+from emgas.processors.events import (
+    Concept, Consolidate, Decay, GraphVersionSwitched, PrunedConcept, PrunedEdge, TopicNode, TurnIngested,
+)
+from emgas.processors.fold_codec import (
+    ConsolidateRow, DecayRow, TurnRow, decode_for_fold, is_consolidation, is_decay, is_turn,
+)
 from emgas.processors.dynamics import DecayParams
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -121,6 +126,8 @@ def reads_as_the_codec(raw: bytes) -> None:
         same_turn(decoded, expected)
     elif isinstance(decoded, ConsolidateRow):
         same_consolidation(decoded, expected)
+    elif isinstance(decoded, DecayRow):
+        same_tick(decoded, expected)
     else:
         assert decoded == expected
 
@@ -132,8 +139,8 @@ def test_what_the_fast_path_is_not_sure_of_gets_the_codecs_answer(case):
 
 
 def test_other_events_are_the_codecs():
-    tick = Decay(graph_id="g", graph_version=1, timestamp=T0, trigger="window", params=DecayParams())
-    assert decode_for_fold(encode(tick)) == tick
+    switch = GraphVersionSwitched(graph_id="g", version=2, timestamp=T0)
+    assert decode_for_fold(encode(switch)) == switch
     with pytest.raises(DecodeError):
         decode_for_fold(b"not json")
     with pytest.raises(DecodeError) as refused:
@@ -226,6 +233,93 @@ def test_a_consolidation_the_fast_path_is_not_sure_of_gets_the_codecs_answer(cas
 @given(st.data())
 def test_any_bytes_near_a_consolidation_read_as_the_codec_reads_them(data):
     raw = bytearray(encode(CONSOLIDATION))
+    at = data.draw(st.integers(0, len(raw) - 1), label="where")
+    if data.draw(st.booleans(), label="drop"):
+        del raw[at]
+    else:
+        raw[at] = data.draw(st.integers(0, 255), label="byte")
+    reads_as_the_codec(bytes(raw))
+
+
+params = st.builds(
+    DecayParams, model=st.sampled_from(["exponential", "power", "hybrid"]), half_life_s=st.floats(1.0, 1e9),
+    power_tau_s=st.floats(1.0, 1e7), power_beta=st.floats(0.01, 3.0), hybrid_after=st.integers(1, 9),
+    concept_threshold=st.floats(0.0, 0.5), edge_stability_s=st.floats(1.0, 1e9), edge_threshold=st.floats(0.0, 0.99),
+)
+ticks = st.builds(
+    lambda graph, version, seconds, us, tz, trigger, decay, concepts, edges: Decay(
+        graph_id=graph, graph_version=version, timestamp=(T0 + timedelta(seconds=seconds, microseconds=us)).astimezone(tz),
+        trigger=trigger, params=decay,
+        concepts=tuple(PrunedConcept(id=cid, reason=reason, value=value) for cid, reason, value in concepts),
+        edges=tuple(PrunedEdge(a=a, b=b, value=value) for a, b, value in edges),
+    ),
+    names.filter(lambda s: s.isprintable() and not s.isspace()), st.integers(1, 5),
+    st.integers(-10**9, 10**9), st.sampled_from([0, 1, 999_999]), st.sampled_from(OFFSETS),
+    st.sampled_from(["window", "idle", "manual"]), params,
+    st.lists(st.tuples(st.text(max_size=8), st.sampled_from(["activation", "isolated"]), st.floats(0.0, 1.0)), max_size=4),
+    st.lists(st.tuples(names, names, st.floats(0.0, 1.0)), max_size=6),
+)
+
+
+def same_tick(row: DecayRow, model: Decay) -> None:
+    assert (row.graph_id, row.graph_version, row.type, row.trigger) == (
+        model.graph_id, model.graph_version, model.type, model.trigger)
+    assert row.timestamp == model.timestamp and row.timestamp.utcoffset() == model.timestamp.utcoffset()
+    assert row.params == model.params and type(row.params) is DecayParams
+    assert [(c.id, c.reason, c.value) for c in row.concepts] == [(c.id, c.reason, c.value) for c in model.concepts]
+    assert [(e.a, e.b, e.value) for e in row.edges] == [(e.a, e.b, e.value) for e in model.edges]
+    assert all(type(c.value) is float for c in row.concepts) and all(type(e.value) is float for e in row.edges)
+    assert row.model() == model
+
+
+@settings(max_examples=300, deadline=None)
+@given(ticks)
+def test_a_tick_a_worker_wrote_reads_as_a_row_with_the_codecs_fields(event):
+    decoded = a_row_or_the_codecs(encode(event), DecayRow)
+    assert decoded is None or (is_decay(decoded) and not is_turn(decoded) and not is_consolidation(decoded))
+
+
+TICK = Decay(
+    graph_id="g", graph_version=1, timestamp=T0, trigger="window", params=DecayParams(),
+    concepts=(PrunedConcept(id="kafka", reason="activation", value=0.004),),
+    edges=(PrunedEdge(a="kafka", b="lag", value=0.04),),
+)
+TICK_EDITS = {
+    "version zero": {"graph_version": 0},
+    "no version": {"graph_version": None},
+    "a version of 1.0": {"graph_version": 1.0},
+    "a version as true": {"graph_version": True},
+    "a blank graph id": {"graph_id": " "},
+    "a naive timestamp": {"timestamp": "2024-05-01T12:00:00"},
+    "an unknown trigger": {"trigger": "hourly"},
+    "an unknown field": {"mood": "calm"},
+    "a half-life of zero": {"params": {**DecayParams().model_dump(), "half_life_s": 0.0}},
+    "an edge threshold of one": {"params": {**DecayParams().model_dump(), "edge_threshold": 1.0}},
+    "hybrid after 1.5": {"params": {**DecayParams().model_dump(), "hybrid_after": 1.5}},
+    "a param missing": {"params": {k: v for k, v in DecayParams().model_dump().items() if k != "power_beta"}},
+    "an unknown param": {"params": {**DecayParams().model_dump(), "speed": 2}},
+    "an unknown reason": {"concepts": [{"id": "a", "reason": "old", "value": 0.1}]},
+    "a value as a string": {"edges": [{"a": "a", "b": "b", "value": "0.1"}]},
+    "an integer value": {"edges": [{"a": "a", "b": "b", "value": 0}]},
+    "a value past a float's range": {"edges": [{"a": "a", "b": "b", "value": 1e999}]},
+    "an edge without b": {"edges": [{"a": "a", "value": 0.1}]},
+    "no concepts field": {"concepts": None},
+    "schema version 2": {"schema_version": 2},
+}
+
+
+@pytest.mark.parametrize("case", TICK_EDITS)
+def test_a_tick_the_fast_path_is_not_sure_of_gets_the_codecs_answer(case):
+    raw = edited(TICK, **TICK_EDITS[case])
+    if case == "a value past a float's range":
+        raw = raw.replace(b"Infinity", b"1e999")  # json.dumps writes an infinite float as a bare name
+    reads_as_the_codec(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_bytes_near_a_tick_read_as_the_codec_reads_them(data):
+    raw = bytearray(encode(TICK))
     at = data.draw(st.integers(0, len(raw) - 1), label="where")
     if data.draw(st.booleans(), label="drop"):
         del raw[at]
