@@ -296,8 +296,10 @@ def _decay(raw: bytes) -> DecayRow | None:
 
 def _params(wire: _ParamsWire) -> DecayParams | None:
     """The `DecayParams` of a tick's parameters, validated once per distinct
-    set (a graph's ticks repeat them); None if they are not valid."""
-    params = _PARAMS.get(wire)
+    set (a graph's ticks repeat them); None if they are not valid. Known
+    by their encoding, not by equality, which would take -0.0 for 0.0."""
+    key = _PARAMS_ENCODER.encode(wire)
+    params = _PARAMS.get(key)
     if params is None:
         try:
             params = DecayParams.model_validate({field: getattr(wire, field) for field in wire.__struct_fields__})
@@ -305,11 +307,12 @@ def _params(wire: _ParamsWire) -> DecayParams | None:
             return None
         if len(_PARAMS) >= 64:
             _PARAMS.clear()
-        _PARAMS[wire] = params
+        _PARAMS[key] = params
     return params
 
 
-_PARAMS: dict[_ParamsWire, DecayParams] = {}  # a race between threads writes an equal value
+_PARAMS: dict[bytes, DecayParams] = {}  # a race between threads writes an equal value
+_PARAMS_ENCODER = msgspec.json.Encoder()
 
 
 def _event_time(timestamp: str) -> datetime | None:
