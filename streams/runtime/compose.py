@@ -96,9 +96,9 @@ def warm_for_queries(settings: Settings) -> None:
     """What a worker's queries need, loaded beside its start rather than on
     its first query (`Warming`). Not the fold's compiled loops: loading them
     (numba, 0.4 s) beside a partition that had just caught up delayed its
-    first answers by about as long; the first fold that needs them loads
-    them, once per process (a catch-up of turns at once, a takeover from a
-    snapshot at its first new turn)."""
+    first answers by about as long; the apply agent loads them on a thread
+    before its first batch (`Agents.apply`), and a catch-up's first fold
+    where it comes first."""
     extract.warm()
     warm_up(settings.activation, settings.word_vectors_cache)
 
