@@ -298,7 +298,7 @@ def _params(wire: _ParamsWire) -> DecayParams | None:
     """The `DecayParams` of a tick's parameters, validated once per distinct
     set (a graph's ticks repeat them); None if they are not valid. Known
     by their encoding, not by equality, which would take -0.0 for 0.0."""
-    key = _PARAMS_ENCODER.encode(wire)
+    key = msgspec.json.encode(wire)
     params = _PARAMS.get(key)
     if params is None:
         try:
@@ -312,7 +312,6 @@ def _params(wire: _ParamsWire) -> DecayParams | None:
 
 
 _PARAMS: dict[bytes, DecayParams] = {}  # a race between threads writes an equal value
-_PARAMS_ENCODER = msgspec.json.Encoder()
 
 
 def _event_time(timestamp: str) -> datetime | None:
