@@ -1,6 +1,8 @@
 """jieba's lexicon kept decoded on disk (`state.chinese_lexicon`), and read
 from jieba as `weights` and `is_fragment` read it before (`processors.chinese`)."""
 
+import marshal
+
 import jieba
 import pytest
 
@@ -46,8 +48,7 @@ def test_a_cached_lexicon_is_the_one_read_and_is_read_once(tmp_path, from_jieba)
     assert chinese_lexicon.cache_file(tmp_path).exists()
 
 
-@pytest.mark.parametrize("held", [b"not marshal", b"\xe9", __import__("marshal").dumps((1, 2)),
-                                  __import__("marshal").dumps((frozenset(), {}, "11.5"))])
+@pytest.mark.parametrize("held", [b"not marshal", b"\xe9", marshal.dumps((1, 2)), marshal.dumps((frozenset(), {}, "11.5"))])
 def test_an_unreadable_file_is_read_again_and_rewritten(tmp_path, held):
     chinese_lexicon.cache_file(tmp_path).write_bytes(held)
     assert chinese_lexicon.cached_source(tmp_path, lambda: SMALL)() == SMALL
@@ -63,9 +64,7 @@ def test_a_folder_that_cannot_be_written_still_gives_the_lexicon(tmp_path):
 def test_install_routes_the_lexicon_through_the_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(chinese, "_lexicon", [])
     monkeypatch.setattr(chinese, "_lexicon_source", lambda: pytest.fail("read from jieba"))
-    chinese_lexicon.cache_file(tmp_path).write_bytes(
-        __import__("marshal").dumps((SMALL.two_char_words, SMALL.idf, SMALL.median_idf))
-    )
+    chinese_lexicon.cache_file(tmp_path).write_bytes(marshal.dumps((SMALL.two_char_words, SMALL.idf, SMALL.median_idf)))
     chinese_lexicon.install(tmp_path)
     assert chinese.lexicon() == SMALL
     assert chinese.is_fragment("融科") and not chinese.is_fragment("金融")
