@@ -163,7 +163,12 @@ def test_a_field_given_twice_reads_as_the_codec_reads_it():
 def test_any_bytes_near_a_turn_read_as_the_codec_reads_them(data):
     """A turn's bytes with a byte changed, dropped or put in: the fast path
     gives the codec's event or its refusal, never another answer."""
-    raw = bytearray(encode(TURN))
+    reads_as_the_codec(bytes_near(data, TURN))
+
+
+def bytes_near(data, event) -> bytes:
+    """`event`'s bytes with one byte changed, dropped or put in, where `data` draws."""
+    raw = bytearray(encode(event))
     at = data.draw(st.integers(0, len(raw) - 1), label="where")
     how = data.draw(st.sampled_from(["change", "drop", "insert"]), label="how")
     byte = data.draw(st.integers(0, 255), label="byte")
@@ -173,8 +178,7 @@ def test_any_bytes_near_a_turn_read_as_the_codec_reads_them(data):
         del raw[at]
     else:
         raw.insert(at, byte)
-    raw = bytes(raw)
-    reads_as_the_codec(raw)
+    return bytes(raw)
 
 
 consolidations = st.builds(
@@ -232,13 +236,7 @@ def test_a_consolidation_the_fast_path_is_not_sure_of_gets_the_codecs_answer(cas
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_any_bytes_near_a_consolidation_read_as_the_codec_reads_them(data):
-    raw = bytearray(encode(CONSOLIDATION))
-    at = data.draw(st.integers(0, len(raw) - 1), label="where")
-    if data.draw(st.booleans(), label="drop"):
-        del raw[at]
-    else:
-        raw[at] = data.draw(st.integers(0, 255), label="byte")
-    reads_as_the_codec(bytes(raw))
+    reads_as_the_codec(bytes_near(data, CONSOLIDATION))
 
 
 params = st.builds(
@@ -324,10 +322,4 @@ def test_a_tick_the_fast_path_is_not_sure_of_gets_the_codecs_answer(case):
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_any_bytes_near_a_tick_read_as_the_codec_reads_them(data):
-    raw = bytearray(encode(TICK))
-    at = data.draw(st.integers(0, len(raw) - 1), label="where")
-    if data.draw(st.booleans(), label="drop"):
-        del raw[at]
-    else:
-        raw[at] = data.draw(st.integers(0, 255), label="byte")
-    reads_as_the_codec(bytes(raw))
+    reads_as_the_codec(bytes_near(data, TICK))
