@@ -6,45 +6,40 @@ and `jieba.analyse` reads its idf table and a part-of-speech table (0.4 s).
 A worker paid that inside a batch, on its extraction thread, holding the
 interpreter while the event loop folded and answered (about 1.7 s under
 load). `install(folder)` makes `processors.chinese` read the lexicon from a
-`marshal` file there instead (about 0.1 s), written by the first process
-that read it from jieba. The file is named by jieba's version; one that
-cannot be read is read from jieba again and rewritten. Nothing changes in
-what the lexicon holds (tests/unit/test_chinese_lexicon.py).
+parse cache there instead (`state.parse_cache`, about 0.1 s), written by
+the first process that read it from jieba and named by jieba's version.
+Nothing changes in what the lexicon holds (tests/unit/test_chinese_lexicon.py).
 """
 
 from __future__ import annotations
 
-import logging
-import marshal
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
 from emgas.processors import chinese
 from emgas.processors.chinese import Lexicon
+from emgas.state import parse_cache
 
-log = logging.getLogger(__name__)
+_NAME, _VERSION = "jieba-lexicon", 1
 
 
 def cache_file(folder: Path) -> Path:
-    return folder / f"jieba-{metadata.version('jieba')}-lexicon.marshal"
+    return parse_cache.cache_path(folder, _NAME, _VERSION, metadata.version("jieba"))
 
 
 def cached_source(folder: Path, read: Callable[[], Lexicon] = chinese.jieba_lexicon) -> Callable[[], Lexicon]:
     """`read` (jieba's lexicon), kept in and read from `folder`."""
 
-    def source() -> Lexicon:
-        path = cache_file(folder)
-        try:
-            found = _lexicon(marshal.loads(path.read_bytes()))
-            if found is not None:
-                return found
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent or unreadable: read from jieba below and written again
+    def parse() -> tuple[frozenset[str], dict[str, float], float]:
         lexicon = read()
-        _write(path, marshal.dumps((lexicon.two_char_words, dict(lexicon.idf), lexicon.median_idf)))
-        return lexicon
+        return lexicon.two_char_words, dict(lexicon.idf), lexicon.median_idf
+
+    def source() -> Lexicon:
+        words, idf, median = parse_cache.cached(
+            folder, _NAME, _VERSION, metadata.version("jieba"), parse, "jieba lexicon", _is_lexicon
+        )
+        return Lexicon(words, idf, median)
 
     return source
 
@@ -55,22 +50,9 @@ def install(folder: Path) -> None:
     chinese.read_lexicon_with(cached_source(folder))
 
 
-def _lexicon(value: object) -> Lexicon | None:
-    """The lexicon a cache file held, or None if it holds something else."""
+def _is_lexicon(value: object) -> bool:
+    """Whether a cache file held the three parts of a lexicon."""
     if not (isinstance(value, tuple) and len(value) == 3):
-        return None
+        return False
     words, idf, median = value
-    if isinstance(words, frozenset) and isinstance(idf, dict) and isinstance(median, float):
-        return Lexicon(words, idf, median)
-    return None
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Written whole or not at all (another process may read it meanwhile)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        partial.write_bytes(data)
-        partial.replace(path)
-    except OSError as err:
-        log.warning("could not keep jieba's lexicon in %s (%s): read from jieba again next start", path.parent, err)
+    return isinstance(words, frozenset) and isinstance(idf, dict) and isinstance(median, float)

@@ -5,49 +5,42 @@ decodes it in Python on its first use in a process: for English, 181,612
 entries in about 0.15 s of CPU. A worker pays that at every start, beside
 its catch-up, where it delays a partition taken over (its queries wait for
 the lemmatiser). `install(folder)` makes simplemma read each language's
-decoded dictionary from a `marshal` file there instead (about 0.04 s),
-written by the first process that decoded it. The file is named by
-simplemma's version; one that cannot be read is decoded again and
-rewritten. Nothing changes in what the lemmatiser returns: the dictionary
-is the same mapping (tests/unit/test_lemma_cache.py).
+decoded dictionary from a parse cache there instead (`state.parse_cache`),
+written by the first process that decoded it and named by simplemma's
+version. Nothing changes in what the lemmatiser returns: the dictionary is
+the same mapping (tests/unit/test_lemma_cache.py).
 """
 
 from __future__ import annotations
 
-import logging
-import marshal
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
 from simplemma.strategies.dictionaries import dictionary_factory
 
-log = logging.getLogger(__name__)
+from emgas.state import parse_cache
 
 Load = Callable[[str], dict[bytes, bytes]]
 
 _ORIGINAL: Load = dictionary_factory._load_dictionary_from_disk
+_VERSION = 1
 
 
 def cache_file(folder: Path, language: str) -> Path:
-    return folder / f"simplemma-{metadata.version('simplemma')}-{language}.marshal"
+    return parse_cache.cache_path(folder, f"simplemma-{language}", _VERSION, metadata.version("simplemma"))
 
 
 def cached_loader(folder: Path, decode: Load = _ORIGINAL) -> Load:
     """`decode` (simplemma's loader), read from and written to `folder`."""
 
     def load(language: str) -> dict[bytes, bytes]:
-        path = cache_file(folder, language)
-        try:
-            found = marshal.loads(path.read_bytes())
-            if isinstance(found, dict):
-                return found
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent or unreadable: decoded below and written again
-        decoded = decode(language)
-        _write(path, marshal.dumps(decoded))
-        return decoded
+        fingerprint = metadata.version("simplemma")
+        parse = lambda: decode(language)  # noqa: E731
+        found: dict[bytes, bytes] = parse_cache.cached(
+            folder, f"simplemma-{language}", _VERSION, fingerprint, parse, "lemmatiser dictionary", _is_dict
+        )
+        return found
 
     return load
 
@@ -58,12 +51,5 @@ def install(folder: Path) -> None:
     dictionary_factory._load_dictionary_from_disk = cached_loader(folder)  # type: ignore[assignment]
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Written whole or not at all (another process may read it meanwhile)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        partial.write_bytes(data)
-        partial.replace(path)
-    except OSError as err:
-        log.warning("could not keep the lemmatiser's dictionary in %s (%s): decoded again next start", path.parent, err)
+def _is_dict(value: object) -> bool:
+    return isinstance(value, dict)

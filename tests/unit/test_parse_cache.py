@@ -43,3 +43,18 @@ def test_a_load_leaves_the_collector_as_it_was_and_its_values_frozen(tmp_path, e
     finally:
         gc.unfreeze()
         (gc.enable if was else gc.disable)()
+
+
+def test_a_cache_that_holds_something_else_is_parsed_again(tmp_path, caplog):
+    parse_cache.cached(tmp_path, "lexicon", 1, 0, lambda: ["old"], "a lexicon")
+    is_dict = lambda values: isinstance(values, dict)  # noqa: E731
+    assert parse_cache.cached(tmp_path, "lexicon", 1, 0, lambda: {"new": 1}, "a lexicon", is_dict) == {"new": 1}
+    assert "something else" in caplog.text
+    assert parse_cache.cached(tmp_path, "lexicon", 1, 0, lambda: pytest.fail("parsed again"), "a lexicon", is_dict) == {"new": 1}
+
+
+def test_a_folder_that_cannot_be_written_still_gives_the_parse(tmp_path, caplog):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert parse_cache.cached(blocked / "sub", "lexicon", 1, 0, lambda: ["parsed"], "a lexicon") == ["parsed"]
+    assert "could not keep" in caplog.text
