@@ -14,7 +14,7 @@ module: a worker's start does not wait for it), the compiled code cached
 on disk (`cache=True`: beside this file, or in the user's cache directory
 where that is read-only; about 7 s to compile, 0.3 s to load). `warm`
 compiles or loads them ahead of a fold (`emgas replay`); a worker lets its
-first fold that needs them do it (`streams.runtime.compose.warm_for_queries`
+first fold that needs them do it (`streams.runtime.warming`
 says why).
 """
 

@@ -15,10 +15,7 @@ from typing import Any
 
 import faust
 
-from emgas.processors import extract
 from emgas.processors.extract import extractor_id
-from emgas.state import chinese_lexicon, lemma_cache
-from emgas.state.retrieval import warm_up
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.runtime.app import Agents, Extraction, Output, faust_app, health, refresh_gauges, while_running
@@ -26,9 +23,10 @@ from emgas.streams.runtime.membership import GroupWatch, watch_group
 from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
-from emgas.streams.runtime.recovery import Recovery, Warming
+from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.runtime.viewer import register_viewer
+from emgas.streams.runtime.warming import start_warming
 from emgas.streams.settings import Settings
 
 
@@ -92,23 +90,11 @@ class RebalanceStart(faust.Sensor):
         return super().on_rebalance_start(app)
 
 
-def warm_for_queries(settings: Settings) -> None:
-    """What a worker's queries need, loaded beside its start rather than on
-    its first query (`Warming`). Not the fold's compiled loops: loading them
-    (numba, 0.4 s) beside a partition that had just caught up delayed its
-    first answers by about as long; the apply agent loads them on a thread
-    before its first batch (`Agents.apply`), and a catch-up's first fold
-    where it comes first."""
-    extract.warm()
-    warm_up(settings.activation, settings.word_vectors_cache)
-
-
 def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     """The worker for `settings`: its Faust app, partition states, recovery, agents and query server."""
     check_versions()
+    warming = start_warming(settings)  # beside the rest of the start: a partition is ready once it is done
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
-    lemma_cache.install(settings.word_vectors_cache)  # before anything lemmatises: the warm-up, a fold
-    chinese_lexicon.install(settings.word_vectors_cache)  # before the first Chinese text: an extraction, a query
     app = faust_app(settings)
     metrics = Metrics()
     states = PartitionStates(
@@ -122,7 +108,6 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    warming = Warming(lambda: warm_for_queries(settings))
     recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]

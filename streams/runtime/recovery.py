@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -51,6 +50,7 @@ from emgas.state.steps import PartitionWorker
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.settings import Settings
+from emgas.streams.runtime.warming import Warming
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
@@ -61,30 +61,6 @@ Append = Callable[[list[GraphEvent]], Awaitable[list[int]]]
 
 class LogResetStop(Exception):
     """The log was reset and `EMGAS_ON_LOG_RESET=stop`: the worker must end."""
-
-
-class Warming:
-    """What queries need (the lemmatiser, WordNet's file, CC-CEDICT, the
-    encoder: about 0.45 s), loaded in a thread while the worker starts, joins its group and
-    reads its partitions' checkpoints, instead of before: a partition taken
-    over is ready that much sooner. A load that fails costs the queries
-    their expansion (said in the log), not the worker."""
-
-    def __init__(self, load: Callable[[], None]) -> None:
-        self._done = threading.Event()
-        threading.Thread(target=self._run, args=(load,), name="emgas-warm-up", daemon=True).start()
-
-    def _run(self, load: Callable[[], None]) -> None:
-        try:
-            load()
-        except Exception:  # noqa: BLE001 - queries load what they need themselves then
-            log.exception("warming up at start (the lemmatiser, WordNet, CC-CEDICT, the encoder) failed")
-        finally:
-            self._done.set()
-
-    async def wait(self) -> None:
-        while not self._done.is_set():  # polled: a thread of the default pool per waiting partition would starve it
-            await asyncio.sleep(0.02)
 
 
 class Recovery:

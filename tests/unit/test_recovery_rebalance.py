@@ -128,12 +128,12 @@ async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready
 def test_a_workers_warm_up_loads_what_queries_need_not_the_folds_compiled_loops(monkeypatch):
     from emgas.processors import extract
     from emgas.state import kernels
-    from emgas.streams.runtime import compose
+    from emgas.streams.runtime import warming
 
     loaded = []
     monkeypatch.setattr(kernels, "_compile", lambda: loaded.append("kernels"))
     monkeypatch.setattr(extract, "warm", lambda: loaded.append("lemmatiser"))
-    monkeypatch.setattr(compose, "warm_up", lambda params, vectors: loaded.append(("expansion", vectors)))
+    monkeypatch.setattr(warming, "warm_up", lambda params, vectors: loaded.append(("expansion", vectors)))
     settings = Settings()
-    compose.warm_for_queries(settings)
+    warming.warm_for_queries(settings)
     assert loaded == ["lemmatiser", ("expansion", settings.word_vectors_cache)]

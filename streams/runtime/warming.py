@@ -1,0 +1,66 @@
+"""What a worker's queries need, loaded on a thread while the worker starts.
+
+The lemmatiser's dictionary, YAKE's stopwords, WordNet's file, CC-CEDICT
+and the encoder's session take about 0.7 s of a start on a slow machine
+(the encoder's session, 0.35-0.5 s, mostly outside the interpreter's
+lock). A partition taken over is ready when they are (`Recovery`), so they
+load beside the rest of the start (`build_worker` starts them): the
+group's join, the checkpoints' reads. Started before the runtime's
+imports instead, they made those slower by about as much as they gained
+(takeovers of the bench's history: no difference beyond the noise, 27 Nov).
+Not the fold's compiled loops: loading them (numba, 0.4 s)
+beside a partition that had just caught up delayed its first answers by
+about as long; the apply agent loads them on a thread before its first
+batch (`Agents.apply`), and a catch-up's first fold where it comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Callable
+
+from emgas.processors import extract
+from emgas.state import chinese_lexicon, lemma_cache
+from emgas.state.retrieval import warm_up
+from emgas.streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Warming:
+    """`load` run once on a thread of its own, started now. A load that
+    fails costs the queries their expansion (said in the log), not the worker."""
+
+    def __init__(self, load: Callable[[], None]) -> None:
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(load,), name="emgas-warm-up", daemon=True).start()
+
+    def _run(self, load: Callable[[], None]) -> None:
+        try:
+            load()
+        except Exception:  # noqa: BLE001 - queries load what they need themselves then
+            log.exception("warming up at start (the lemmatiser, WordNet, CC-CEDICT, the encoder) failed")
+        finally:
+            self._done.set()
+
+    async def wait(self) -> None:
+        while not self._done.is_set():  # polled: a thread of the default pool per waiting partition would starve it
+            await asyncio.sleep(0.02)
+
+
+def warm_for_queries(settings: Settings) -> None:
+    """Load the lemmatiser and YAKE's stopwords, then query expansion's
+    lexicons and the encoder (`retrieval.warm_up`)."""
+    extract.warm()
+    warm_up(settings.activation, settings.word_vectors_cache)
+
+
+def start_warming(settings: Settings) -> Warming:
+    """The lexicons' disk caches installed in this process (before anything
+    lemmatises or reads jieba's lexicon: the warm-up, a fold, a query),
+    then `warm_for_queries` started on its thread."""
+    lemma_cache.install(settings.word_vectors_cache)
+    chinese_lexicon.install(settings.word_vectors_cache)
+    return Warming(lambda: warm_for_queries(settings))
