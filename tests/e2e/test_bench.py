@@ -15,6 +15,7 @@ KEYS = {
     "snapshot_serialize_ms", "snapshot_write_s",
     "worker_cpu_ms_per_turn_1", "worker_cpu_ms_per_turn_2", "worker_cpu_ms_per_turn_3",
     "max_unavailable_s_join", "max_unavailable_s_leave",
+    "ingest_in_process_turns_per_s_en", "ingest_in_process_turns_per_s_zh",
     *(f"{figure}_{history}{snapshots}"
       for figure in ("takeover_s_history", "recovery_s_history", "recovery_in_process_s")
       for history in ("1x", "10x") for snapshots in ("", "_no_snapshots")),
@@ -22,6 +23,7 @@ KEYS = {
 LIMITS = {
     "fold_vs_extraction", "replay_vs_log_read", "ingest_vs_passthrough", "round_trip_vs_hops",
     "takeover_history_10x_vs_1x", "takeover_snapshots_vs_none_10x", "worker_cpu_2_vs_1", "worker_cpu_3_vs_1",
+    "worker_cpu_vs_extraction", "chinese_vs_english",
 }
 
 

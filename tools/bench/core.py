@@ -30,7 +30,7 @@ from emgas.processors.dynamics import DecayParams
 from emgas.tools.harness import (
     demo_turns, percentile, resident_bytes,
 )
-from emgas.tools.synthetic import conversations
+from emgas.tools.synthetic import CHINESE, Shape, conversations
 from emgas.tools.figures import figure
 
 
@@ -127,6 +127,30 @@ def fold_figures(turns: int, repeats: int) -> dict[str, Any]:
         "fold_events_per_s": figure(folds, 1),
         "fold_extract_turns_per_s": figure(_rate(turns, lambda: [ingest(t, extraction, tag) for t in synthetic], repeats), 1),
     }
+
+
+def language_figures(turns: int, repeats: int) -> dict[str, Any]:
+    """Ingest in process, English and Chinese: `turns` synthetic turns of
+    each language (`synthetic.CHINESE`: as many concepts a turn as real
+    Chinese conversations) extracted, then their graph events folded into
+    a fresh RocksDB state, as a worker does both; turns per second of the
+    two together, Kafka left out (it costs both languages the same)."""
+    params, extraction = GraphParams(), ExtractionParams()
+    tag = extractor_id(extraction)
+    out: dict[str, Any] = {"language_turns": turns}
+    for language, shape in (("en", Shape()), ("zh", CHINESE)):
+        synthetic = conversations(turns, shape)
+        events = decoded_records(synthetic_log(synthetic, params))
+        rates = []
+        with tempfile.TemporaryDirectory(prefix=f"emgas-bench-{language}-") as tmp:
+            for i in range(repeats):
+                started = time.perf_counter()
+                for turn in synthetic:
+                    ingest(turn, extraction, tag)
+                extract_s = time.perf_counter() - started
+                rates.append(turns / (extract_s + _fold_s(events, Path(tmp) / f"state-{i}", params)))
+        out[f"ingest_in_process_turns_per_s_{language}"] = figure(rates, 1)
+    return out
 
 
 def synthetic_view(concepts: int, edges: int, seed: int) -> GraphView:

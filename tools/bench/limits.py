@@ -21,6 +21,15 @@ LIMITS = {
         "fold_events_per_s / extract_turns_per_s",
         lambda m: m("fold_events_per_s") / m("extract_turns_per_s"), 0.5, True,
     ),
+    # A worker's CPU per turn (one worker, six partitions) in extractions of a turn.
+    "worker_cpu_vs_extraction": Limit(
+        "worker_cpu_ms_per_turn_1 * extract_turns_per_s / 1000",
+        lambda m: m("worker_cpu_ms_per_turn_1") * m("extract_turns_per_s") / 1000, 7.0, False,
+    ),
+    "chinese_vs_english": Limit(
+        "ingest_in_process_turns_per_s_zh / ingest_in_process_turns_per_s_en",
+        lambda m: m("ingest_in_process_turns_per_s_zh") / m("ingest_in_process_turns_per_s_en"), 0.8, True,
+    ),
     "replay_vs_log_read": Limit(
         "replay_events_per_s / log_read_events_per_s",
         lambda m: m("replay_events_per_s") / m("log_read_events_per_s"), 0.5, True,

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from emgas.streams.settings import Settings
 from emgas.tools.scaling_bench import SCALE_GRAPHS, scaling_figures
 from emgas.tools.synthetic import Shape, conversations
-from emgas.tools.bench.core import extraction_figures, fold_figures, query_figures
+from emgas.tools.bench.core import extraction_figures, fold_figures, language_figures, query_figures
 from emgas.tools.bench.forgetting import forget_figures
 from emgas.tools.bench.limits import limits
 from emgas.tools.bench.live import broker_in_use, pipeline_figures
@@ -33,11 +33,11 @@ def run_bench(
 ) -> dict[str, Any]:
     """Every figure; `partial(figures so far)` after each part (a long run that fails late keeps the rest)."""
     size = (
-        dict(extract=100, fold_turns=1500, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
+        dict(extract=100, fold_turns=1500, language_turns=200, concepts=10_000, edges=200_000, queries=50, ingest=200, rr_turns=300, rr_queries=50,
              hops=50, idle_s=3.0, forget_days=60, takeover_turns=100, recovery_turns=300, repeats=2,
              scale_turns=150, handoff_turns=600, scale_repeats=1)
         if quick
-        else dict(extract=1000, fold_turns=8000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
+        else dict(extract=1000, fold_turns=8000, language_turns=3000, concepts=100_000, edges=2_000_000, queries=300, ingest=2000, rr_turns=700,
                   rr_queries=200, hops=200, idle_s=10.0, forget_days=1080, takeover_turns=3000, recovery_turns=2000, repeats=3,
                   scale_turns=1500, handoff_turns=4000, scale_repeats=3)
     )
@@ -48,6 +48,9 @@ def run_bench(
     progress("the fold alone")
     _part(partial, figures)
     figures.update(fold_figures(size["fold_turns"], size["repeats"]))
+    progress("English and Chinese in process")
+    _part(partial, figures)
+    figures.update(language_figures(size["language_turns"], size["repeats"]))
     progress("queries on the synthetic graph")
     _part(partial, figures)
     figures.update(query_figures(size["concepts"], size["edges"], size["queries"], size["repeats"]))
