@@ -20,9 +20,10 @@ import threading
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Sequence, TypeVar
 from importlib.metadata import version as _version
 
+import orjson
 import simplemma
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -348,24 +349,71 @@ def ingest(turn: Turn, params: ExtractionParams, extractor: str) -> TurnIngested
     `extractor` is `extractor_id(params)`, passed in so callers compute it once.
     """
     language = detect_language(turn.text, params)
-    source = f"{turn.speaker}: {turn.text}" if params.include_speaker and turn.speaker.strip() else turn.text
     # One validation of the event with its concepts, not a model per concept first.
     return TurnIngested.model_validate({
         **turn.model_dump(exclude={"type", "schema_version"}),
         "language": language,
         "extractor": extractor,
-        "concepts": [{"id": cid, "text": word, "importance": imp} for cid, word, imp in _chosen(source, params, language)],
+        "concepts": [{"id": cid, "text": word, "importance": imp}
+                     for cid, word, imp in _chosen(_source(turn, params), params, language)],
     })
 
 
+def ingest_encoded(turn: Turn, params: ExtractionParams, extractor: str) -> bytes:
+    """`codec.encode(ingest(turn, params, extractor))`, the same bytes,
+    without the event's model (a worker sends the bytes; its fold decodes
+    them as rows, `fold_codec`). orjson writes JSON as pydantic does (the
+    same floats, escapes and times; `tests/unit/test_ingest_encoded.py`),
+    and the fields go in TurnIngested's order. The turn's fields were
+    validated with the turn; what the model checked of the concepts is
+    checked here (`_check_concepts`): ValueError if the extraction broke it."""
+    language = detect_language(turn.text, params)
+    concepts = _chosen(_source(turn, params), params, language)
+    _check_concepts(concepts)
+    return orjson.dumps({
+        "type": "turn_ingested", "schema_version": 2, "graph_id": turn.graph_id, "graph_version": None,
+        "turn_id": turn.turn_id, "speaker": turn.speaker, "text": turn.text, "timestamp": turn.timestamp,
+        "session_id": turn.session_id, "metadata": turn.metadata, "language": language, "extractor": extractor,
+        "concepts": [{"id": cid, "text": word, "importance": imp} for cid, word, imp in concepts],
+    }, option=orjson.OPT_UTC_Z)
+
+
+def _source(turn: Turn, params: ExtractionParams) -> str:
+    """The text concepts are extracted from: the turn's, after its speaker's name if `include_speaker`."""
+    return f"{turn.speaker}: {turn.text}" if params.include_speaker and turn.speaker.strip() else turn.text
+
+
+def _check_concepts(concepts: list[tuple[str, str, float]]) -> None:
+    """What `TurnIngested` and `Concept` require of a turn's concepts: ids
+    distinct and not empty, texts not empty, importance in (0, 1]."""
+    if len({cid for cid, _, _ in concepts}) != len(concepts):
+        raise ValueError("a concept id appears twice in the turn (the extractor merges repeats)")
+    for cid, word, importance in concepts:
+        if not cid or not word or not 0.0 < importance <= 1.0:
+            raise ValueError(f"concept {cid!r} ({word!r}) has an empty id or text, or importance {importance} not in (0, 1]")
+
+
 def ingest_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[TurnIngested | str]:
-    """`ingest` of each turn, in order (a module-level function: it can run in
-    another process). Errors are data: a turn whose extraction raises gives
-    the error's text in its place, and the rest of the batch goes on."""
-    results: list[TurnIngested | str] = []
+    """`ingest` of each turn, in order. Errors are data: a turn whose
+    extraction raises gives the error's text in its place, and the rest of
+    the batch goes on."""
+    return _each(turns, lambda turn: ingest(turn, params, extractor))
+
+
+def encode_all(turns: list[Turn], params: ExtractionParams, extractor: str) -> list[bytes | str]:
+    """`ingest_encoded` of each turn, in order, errors as in `ingest_all` (a
+    module-level function: it can run in another process)."""
+    return _each(turns, lambda turn: ingest_encoded(turn, params, extractor))
+
+
+_Result = TypeVar("_Result")
+
+
+def _each(turns: list[Turn], extract: Callable[[Turn], _Result]) -> list[_Result | str]:
+    results: list[_Result | str] = []
     for turn in turns:
         try:
-            results.append(ingest(turn, params, extractor))
+            results.append(extract(turn))
         except Exception as exc:  # noqa: BLE001 - reported per turn (the DLQ), never the batch's end
             results.append(f"{type(exc).__name__}: {exc}")
     return results

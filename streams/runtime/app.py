@@ -42,7 +42,7 @@ from faust.types import TP
 from emgas.processors.codec import decode_turn, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
-from emgas.processors.extract import ingest_all
+from emgas.processors.extract import encode_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.state import kernels
 from emgas.streams.errors import ServingStopped
@@ -208,12 +208,12 @@ class Agents:
             except DecodeError as err:
                 await output.to_dlq(record, err)
         pending = []
-        for (record, _), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
+        for (record, turn), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
             if isinstance(result, str):  # extraction failed on this turn only
                 await output.to_dlq(record, DecodeError("extraction_failed", result))
                 continue
             pending.append(await output.app.producer.send(
-                settings.graph_events_topic, result.graph_id.encode(), encode(result), None, None, None
+                settings.graph_events_topic, turn.graph_id.encode(), result, None, None, None
             ))
         await asyncio.gather(*pending)
         self.metrics.turns.inc(len(pending))
@@ -342,7 +342,7 @@ def health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
 
 
 class Extraction:
-    """Runs `ingest_all` on batches of turns: in a process pool when
+    """Runs `encode_all` on batches of turns: in a process pool when
     `extract_processes` > 0, so extraction (the bulk of a turn's cost) runs
     on its own core while the event loop applies events and serves queries;
     else in a thread, so that a query does not wait for a whole batch of
@@ -355,17 +355,17 @@ class Extraction:
         self._pool: ProcessPoolExecutor | None = None
 
     async def run(self, turns: list[Any]) -> list[Any]:
-        """`ingest_all` of the turns: a TurnIngested, or the error's text, per turn."""
+        """`encode_all` of the turns: a turn_ingested event's bytes, or the error's text, per turn."""
         params = self.settings.extraction
         if not turns:
             return []
         if self.settings.extract_processes == 0:
-            return await asyncio.to_thread(ingest_all, turns, params, self.extractor)
+            return await asyncio.to_thread(encode_all, turns, params, self.extractor)
         if self._pool is None:
             # spawn, not fork: the worker process already runs threads.
             self._pool = ProcessPoolExecutor(self.settings.extract_processes, mp_context=get_context("spawn"))
         loop = asyncio.get_running_loop()
         size = -(-len(turns) // self.settings.extract_processes)
         chunks = [turns[i : i + size] for i in range(0, len(turns), size)]
-        done = await asyncio.gather(*(loop.run_in_executor(self._pool, ingest_all, c, params, self.extractor) for c in chunks))
+        done = await asyncio.gather(*(loop.run_in_executor(self._pool, encode_all, c, params, self.extractor) for c in chunks))
         return [ingested for chunk in done for ingested in chunk]

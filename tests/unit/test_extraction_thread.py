@@ -11,12 +11,12 @@ from emgas.streams.runtime import app
 def test_a_batch_is_extracted_while_the_event_loop_goes_on(monkeypatch):
     loop_ran = threading.Event()
 
-    def ingest_all(turns, params, extractor):
+    def encode_all(turns, params, extractor):
         # Finishes only once the event loop has run something else meanwhile.
         assert loop_ran.wait(timeout=10), "the event loop was held by the extraction"
         return [f"{extractor}:{turn}" for turn in turns]
 
-    monkeypatch.setattr(app, "ingest_all", ingest_all)
+    monkeypatch.setattr(app, "encode_all", encode_all)
     extraction = app.Extraction(SimpleNamespace(extraction=ExtractionParams(), extract_processes=0), "x")
 
     async def scenario() -> list:
