@@ -23,7 +23,7 @@ def same_bytes(turn: Turn, params: ExtractionParams = PARAMS) -> bool:
     return ingest_encoded(turn, params, tag) == encode(ingest(turn, params, tag))
 
 
-@pytest.mark.parametrize("turns", [conversations(300), conversations(300, CHINESE), demo_turns()],
+@pytest.mark.parametrize("turns", [conversations(120), conversations(120, CHINESE), demo_turns()],
                          ids=["english", "chinese", "demo"])
 def test_the_bytes_are_the_models(turns):
     assert all(same_bytes(turn) for turn in turns)

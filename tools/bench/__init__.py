@@ -13,6 +13,11 @@ Every figure is the median of several repeats, with their min and max:
   ticks and consolidations due are among them; fold_extract_turns_per_s:
   extraction of those same turns, so fold and extraction compare on
   identical turns.
+- ingest_in_process_turns_per_s_en / _zh: what a worker does with a turn,
+  without Kafka (extraction to the event's bytes, `extract.encode_all`;
+  the graph's log decoded for the fold; the fold into RocksDB), per second,
+  on language_turns synthetic English turns and as many Chinese ones
+  (`tools.synthetic.CHINESE`: the same shape in jieba's dictionary words).
 - ingest_turns_per_s(_2_workers): publish -> applied and visible to
   queries, end to end on the broker (Apache Kafka, or the mock with --mock), one worker (two workers).
 - passthrough_turns_per_s: the same two Kafka hops as ingest (turns topic ->
