@@ -139,3 +139,9 @@ def test_rss_is_summed_up_per_process_from_its_warm_level():
     assert one["peak_after_2_min_ratio"] == round(529.0 / 512.0, 3)
     two = summary["worker-2"]  # its second process, from 15 s after its start: the 30 MiB of a starting one skipped
     assert (two["from_s"], two["first_mib"], two["peak_mib"]) == (40.0, 480.0, 530.0)
+    # A process still starting 15 s in (catching up, loading): from the recovery after its start.
+    slow = {"worker-2": [[0.0, 500.0], [20.0, 30.0], [40.0, 280.0], [60.0, 520.0], [200.0, 525.0], [300.0, 530.0]]}
+    late = rss_summary(slow, starts=[[20.0, "worker-2", 42]], recoveries=[10.0, 55.0, 250.0])["worker-2"]
+    assert (late["from_s"], late["first_mib"], late["peak_mib"]) == (60.0, 520.0, 530.0)
+    early = rss_summary(slow, starts=[[20.0, "worker-2", 42]], recoveries=[25.0])["worker-2"]  # recovered before 15 s
+    assert early["from_s"] == 40.0

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from emgas.processors.events import DeadLetter, PassagesReply, StatsReply
 from emgas.replay.fold import Selection
@@ -342,7 +342,8 @@ class Soak:
         figures["replayed_graphs"] = self.replayed_graphs
         figures["worker_starts"] = self.starts
         figures["rss_mib"] = self.rss
-        figures["rss_summary"] = rss_summary(self.rss, self.starts)
+        recoveries = [f.recovered_s for f in self.faults if f.recovered_s is not None]
+        figures["rss_summary"] = rss_summary(self.rss, self.starts, recoveries)
         figures["ok"] = not failures
         return figures
 
@@ -390,15 +391,21 @@ def fault_figures(fault: FaultRecord, asks: list[Ask], settle_s: float) -> dict[
     }
 
 
-def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]], warm_s: float = WARM_S) -> dict[str, Any]:
-    """Per worker: the longest stretch one process ran, and its RSS `warm_s` into it
-    (its first sample for the first process, started and warmed up before the load),
-    at its peak and at its end."""
+def rss_summary(
+    rss: dict[str, list[list[float]]], starts: list[list[Any]], recoveries: Sequence[float] = (), warm_s: float = WARM_S,
+) -> dict[str, Any]:
+    """Per worker: the longest stretch one process ran, and its RSS once it
+    had warmed up (its first sample for the first process, started and
+    warmed up before the load; for one started during the soak, from
+    `warm_s` after its start or from the first recovery after it, every
+    worker ready and every graph answering, whichever is later: a slow
+    start is still loading its lexicons and catching up 15 s in), at its
+    peak and at its end."""
     out = {}
     for name, samples in rss.items():
         cuts = [0.0, *sorted(s[0] for s in starts if s[1] == name), float("inf")]
         stretches = [[s for s in samples if a <= s[0] < b] for a, b in zip(cuts, cuts[1:])]
-        warm = [[s for s in stretch if s[0] >= cut + (warm_s if cut > 0 else 0)] for cut, stretch in zip(cuts, stretches)]
+        warm = [[s for s in stretch if s[0] >= _warm_from(cut, recoveries, warm_s)] for cut, stretch in zip(cuts, stretches)]
         longest = max(warm, key=lambda s: (s[-1][0] - s[0][0]) if s else -1)
         if len(longest) < 2:
             continue
@@ -410,6 +417,14 @@ def rss_summary(rss: dict[str, list[list[float]]], starts: list[list[Any]], warm
             out[name]["level_at_2_min_mib"] = later[0][1]
             out[name]["peak_after_2_min_ratio"] = round(max(s[1] for s in later) / later[0][1], 3)
     return out
+
+
+def _warm_from(start_s: float, recoveries: Sequence[float], warm_s: float) -> float:
+    """When a worker process started at `start_s` is warm (the first one, at 0: from the start)."""
+    if start_s <= 0:
+        return 0.0
+    after = [r for r in recoveries if r >= start_s]
+    return max(start_s + warm_s, min(after, default=start_s))
 
 
 def print_figures(figures: dict[str, Any], write: Callable[[str], None] = print) -> None:
