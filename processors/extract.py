@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emgas.processors import chinese
 from emgas.processors.events import Concept, Turn, TurnIngested
+from emgas.processors.events.graph import check_distinct_concepts
 
 if TYPE_CHECKING:
     import yake
@@ -386,8 +387,7 @@ def _source(turn: Turn, params: ExtractionParams) -> str:
 def _check_concepts(concepts: list[tuple[str, str, float]]) -> None:
     """What `TurnIngested` and `Concept` require of a turn's concepts: ids
     distinct and not empty, texts not empty, importance in (0, 1]."""
-    if len({cid for cid, _, _ in concepts}) != len(concepts):
-        raise ValueError("a concept id appears twice in the turn (the extractor merges repeats)")
+    check_distinct_concepts([cid for cid, _, _ in concepts])
     for cid, word, importance in concepts:
         if not cid or not word or not 0.0 < importance <= 1.0:
             raise ValueError(f"concept {cid!r} ({word!r}) has an empty id or text, or importance {importance} not in (0, 1]")

@@ -97,9 +97,12 @@ class _Words:
 
     def __init__(self, shape: Shape, rng: random.Random) -> None:
         self.rng = rng
-        self.vocabulary = self.distinct(shape.vocabulary)
+        self.vocabulary = self.drawn_vocabulary(shape.vocabulary)
         zipf = (1.0 / (rank + 2.7) ** shape.zipf_exponent for rank in range(len(self.vocabulary)))
         self.weights = list(itertools.accumulate(zipf))
+
+    def drawn_vocabulary(self, count: int) -> list[str]:
+        return self.distinct(count)
 
     def word(self) -> str:
         syllables = self.rng.choice((2, 2, 2, 3))
@@ -117,13 +120,15 @@ class _Words:
         return self.rng.choices(self.vocabulary, cum_weights=self.weights, k=k)
 
     def sentences(self, tokens: list[str]) -> str:
-        """Cut `tokens` into one to three sentences (of five words or more):
-        capitalised, punctuated."""
-        rng = self.rng
-        k = rng.randint(1, max(1, min(3, len(tokens) // 7)))
-        cuts = [len(tokens) * j // k + rng.randint(-1, 1) for j in range(1, k)]
-        sentences = [" ".join(tokens[a:b]) for a, b in zip([0, *cuts], [*cuts, len(tokens)])]
-        return " ".join(s[0].upper() + s[1:] + rng.choice(_ENDINGS) for s in sentences)
+        """Cut `tokens` into one to three sentences (`spans`): capitalised, punctuated."""
+        sentences = [" ".join(tokens[a:b]) for a, b in self.spans(len(tokens))]
+        return " ".join(s[0].upper() + s[1:] + self.rng.choice(_ENDINGS) for s in sentences)
+
+    def spans(self, n: int) -> list[tuple[int, int]]:
+        """One to three (start, end) spans cutting n tokens into sentences of five or more."""
+        k = self.rng.randint(1, max(1, min(3, n // 7)))
+        cuts = [n * j // k + self.rng.randint(-1, 1) for j in range(1, k)]
+        return list(zip([0, *cuts], [*cuts, n]))
 
 
 class _ChineseWords(_Words):
@@ -133,11 +138,8 @@ class _ChineseWords(_Words):
 
     function_words = ZH_FUNCTION_WORDS
 
-    def __init__(self, shape: Shape, rng: random.Random) -> None:
-        self.rng = rng
-        self.vocabulary = _dictionary_words(shape.vocabulary)
-        zipf = (1.0 / (rank + 2.7) ** shape.zipf_exponent for rank in range(len(self.vocabulary)))
-        self.weights = list(itertools.accumulate(zipf))
+    def drawn_vocabulary(self, count: int) -> list[str]:
+        return _dictionary_words(count)
 
     def word(self) -> str:
         given = "".join(self.rng.choice(_ZH_GIVEN) for _ in range(self.rng.choice((1, 2, 2))))
@@ -152,10 +154,7 @@ class _ChineseWords(_Words):
         return list(out)
 
     def sentences(self, tokens: list[str]) -> str:
-        rng = self.rng
-        k = rng.randint(1, max(1, min(3, len(tokens) // 7)))
-        cuts = [len(tokens) * j // k + rng.randint(-1, 1) for j in range(1, k)]
-        return "".join("".join(tokens[a:b]) + rng.choice(_ZH_ENDINGS) for a, b in zip([0, *cuts], [*cuts, len(tokens)]))
+        return "".join("".join(tokens[a:b]) + self.rng.choice(_ZH_ENDINGS) for a, b in self.spans(len(tokens)))
 
 
 def _dictionary_words(count: int) -> list[str]:

@@ -49,10 +49,15 @@ class TurnIngested(Event):
 
     @model_validator(mode="after")
     def _distinct_concepts(self) -> "TurnIngested":
-        ids = [c.id for c in self.concepts]
-        if len(set(ids)) != len(ids):
-            raise ValueError("a concept id appears twice in the turn (the extractor merges repeats)")
+        check_distinct_concepts([c.id for c in self.concepts])
         return self
+
+
+def check_distinct_concepts(ids: list[str]) -> None:
+    """A turn's concept ids are distinct (ValueError if not): `TurnIngested`'s
+    rule, which `extract.ingest_encoded` checks without the model."""
+    if len(set(ids)) != len(ids):
+        raise ValueError("a concept id appears twice in the turn (the extractor merges repeats)")
 
 
 class GraphVersionSwitched(Event):

@@ -5,9 +5,8 @@ from collections import Counter
 
 import pytest
 
-from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.processors.chinese import STOPWORDS
-from emgas.processors.extract import detect_language
+from emgas.processors.extract import ExtractionParams, detect_language, extractor_id, ingest
 from emgas.tools.synthetic import CHINESE, ZH_FUNCTION_WORDS, Shape, conversations
 
 

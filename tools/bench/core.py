@@ -76,14 +76,19 @@ def synthetic_log(turns: list[Turn], params: GraphParams) -> list[GraphEvent]:
 
 
 def decoded_records(events: list[GraphEvent]) -> list[tuple[GraphEvent, LogRecord]]:
-    """`events` written as log records of one partition, each with its event
-    decoded back from the record: what a reader hands to the fold. Keyed by
-    graph (a checkpoint, about the partition, has no key)."""
-    records = [
+    """`events` written as log records of one partition (`log_records`),
+    each with its event decoded back from the record: what a reader hands
+    to the fold."""
+    return [(decode_graph_event(r.value), r) for r in log_records(events)]
+
+
+def log_records(events: list[GraphEvent]) -> list[LogRecord]:
+    """`events` written as log records of one partition, offsets from 0.
+    Keyed by graph (a checkpoint, about the partition, has no key)."""
+    return [
         LogRecord(0, offset, int(e.timestamp.timestamp() * 1000), _key(e), encode(e))
         for offset, e in enumerate(events)
     ]
-    return [(decode_graph_event(r.value), r) for r in records]
 
 
 def _key(event: GraphEvent) -> bytes | None:
@@ -143,7 +148,7 @@ def language_figures(turns: int, repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {"language_turns": turns}
     for language, shape in (("en", Shape()), ("zh", CHINESE)):
         synthetic = conversations(turns, shape)
-        log = [record for _, record in decoded_records(synthetic_log(synthetic, params))]
+        log = log_records(synthetic_log(synthetic, params))
         rates = []
         with tempfile.TemporaryDirectory(prefix=f"emgas-bench-{language}-") as tmp:
             for i in range(repeats):
