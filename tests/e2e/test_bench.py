@@ -15,7 +15,7 @@ KEYS = {
     "snapshot_serialize_ms", "snapshot_write_s",
     "worker_cpu_ms_per_turn_1", "worker_cpu_ms_per_turn_2", "worker_cpu_ms_per_turn_3",
     "max_unavailable_s_join", "max_unavailable_s_leave",
-    "ingest_in_process_turns_per_s_en", "ingest_in_process_turns_per_s_zh",
+    "ingest_in_process_turns_per_s_en", "ingest_in_process_turns_per_s_zh", "ingest_in_process_zh_vs_en",
     *(f"{figure}_{history}{snapshots}"
       for figure in ("takeover_s_history", "recovery_s_history", "recovery_in_process_s")
       for history in ("1x", "10x") for snapshots in ("", "_no_snapshots")),

@@ -17,7 +17,11 @@ Every figure is the median of several repeats, with their min and max:
   without Kafka (extraction to the event's bytes, `extract.encode_all`;
   the graph's log decoded for the fold; the fold into RocksDB), per second,
   on language_turns synthetic English turns and as many Chinese ones
-  (`tools.synthetic.CHINESE`: the same shape in jieba's dictionary words).
+  (`tools.synthetic.CHINESE`: the same shape in jieba's dictionary words);
+  ingest_in_process_zh_vs_en: each repeat's Chinese rate over its English
+  one, the two measured one after the other (the `chinese_vs_english`
+  limit's ratio: a machine whose speed drifts between the repeats of one
+  language and the other's leaves it as it is).
 - ingest_turns_per_s(_2_workers): publish -> applied and visible to
   queries, end to end on the broker (Apache Kafka, or the mock with --mock), one worker (two workers).
 - passthrough_turns_per_s: the same two Kafka hops as ingest (turns topic ->

@@ -26,9 +26,11 @@ LIMITS = {
         "worker_cpu_ms_per_turn_1 * extract_turns_per_s / 1000",
         lambda m: m("worker_cpu_ms_per_turn_1") * m("extract_turns_per_s") / 1000, 7.0, False,
     ),
+    # The median of each repeat's Chinese rate over its English one, the two
+    # measured one after the other (`language_figures`).
     "chinese_vs_english": Limit(
-        "ingest_in_process_turns_per_s_zh / ingest_in_process_turns_per_s_en",
-        lambda m: m("ingest_in_process_turns_per_s_zh") / m("ingest_in_process_turns_per_s_en"), 0.8, True,
+        "ingest_in_process_zh_vs_en (per repeat: _turns_per_s_zh / _turns_per_s_en)",
+        lambda m: m("ingest_in_process_zh_vs_en"), 0.8, True,
     ),
     "replay_vs_log_read": Limit(
         "replay_events_per_s / log_read_events_per_s",
