@@ -24,7 +24,7 @@ from datetime import datetime
 import numpy as np
 
 from emgas.processors.graph import ConceptState, concept_record
-from emgas.state.records import dumps
+from emgas.state.records import dumps_flat
 from emgas.state.repository import to_us
 
 NONE_US = np.iinfo(np.int64).min  # a time that is not there (None)
@@ -50,13 +50,14 @@ class ConceptColumns:
         # Slots changed since their records were last written (`records`), and
         # since their due times were last filed (the view's scheduler heap).
         self.unwritten = np.zeros(0, dtype=np.bool_)
+        self.dead = np.zeros(0, dtype=np.bool_)  # a removed concept's slot (`drop`)
         self.unfiled = np.zeros(0, dtype=np.bool_)
         self.any_unwritten = False
         self._grow(64)
 
     _ARRAYS = (
         "activation", "mentions", "retrievals", "created_us", "last_us", "decayed_us", "created", "last", "decayed",
-        "first_retrieved", "last_retrieved", "unwritten", "unfiled",
+        "first_retrieved", "last_retrieved", "unwritten", "unfiled", "dead",
     )
 
     def _grow(self, capacity: int) -> None:
@@ -124,19 +125,24 @@ class ConceptColumns:
             self.created[at].tolist(), self.last[at].tolist(), self.decayed[at].tolist(),
             self.retrievals[at].tolist(), self.first_retrieved[at].tolist(), self.last_retrieved[at].tolist(),
         )
-        return [
-            dumps({
+        values = list(columns)
+        encoded = dumps_flat([
+            {
                 "id": cid, "text": text, "count": count, "base_activation": activation, "created_at": created,
                 "last_accessed": last, "decayed_to": decayed, "retrievals": retrievals, "first_retrieved": first,
                 "last_retrieved": latest,
-            }) or concept_record(cid, [text, count, activation, created, last, decayed, retrievals, first, latest])
-            .model_dump_json().encode()
-            for cid, text, count, activation, created, last, decayed, retrievals, first, latest in columns
+            }
+            for cid, text, count, activation, created, last, decayed, retrievals, first, latest in values
+        ], "id")
+        return [
+            record or concept_record(one[0], list(one[1:])).model_dump_json().encode()
+            for record, one in zip(encoded, values)
         ]
 
     def drop(self, slot: int) -> None:
         """A removed concept's slot: dead, never written or filed again."""
         self.unwritten[slot] = self.unfiled[slot] = False
+        self.dead[slot] = True
 
     def take_unwritten(self) -> list[int]:
         """The slots changed since the last call, in slot order (then not unwritten)."""

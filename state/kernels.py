@@ -178,12 +178,66 @@ def queued_pairs(
 def sorted_within_rows(ptr: np.ndarray, keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """The positions of rows' entries (row r at [ptr[r], ptr[r + 1])), each
     row's in the order of their `keys` (distinct within a row): one small
-    sort per row, where one sort of every entry by (row, key) sorts them all."""
+    sort per row, where one sort of every entry by (row, key) sorts them all
+    (a row of a few entries by insertion, without an argsort's array)."""
     order = np.empty(len(keys), dtype=np.int64)
     for r in range(len(ptr) - 1):
         lo, hi = ptr[r], ptr[r + 1]
-        order[lo:hi] = lo + np.argsort(keys[lo:hi])
+        if hi - lo > 32:
+            order[lo:hi] = lo + np.argsort(keys[lo:hi])
+            continue
+        for x in range(lo, hi):
+            key, y = keys[x], x
+            while y > lo and keys[order[y - 1]] > key:
+                order[y] = order[y - 1]
+                y -= 1
+            order[y] = x
     return order
+
+
+@_compiled_on_first_call
+def row_payloads(
+    lengths: np.ndarray, counts: np.ndarray, lasts: np.ndarray, names: np.ndarray, text: np.ndarray, bounds: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The records of rows (`state.rows`: n as a big-endian uint32, n ×
+    (count, last µs) as big-endian int64, the n neighbour ids in UTF-8,
+    NUL-separated), one after another in one buffer: (buffer, ptr), row r's
+    record at buffer[ptr[r]:ptr[r + 1]]. Row r has `lengths[r]` entries
+    (at least one), the rows' entries one after another in `counts`,
+    `lasts` and `names`; an entry's id is text[bounds[k]:bounds[k + 1]]
+    for k = its `names` value."""
+    rows = len(lengths)
+    ptr = np.zeros(rows + 1, dtype=np.int64)
+    e = 0
+    for r in range(rows):
+        n = lengths[r]
+        size = 4 + 17 * n - 1
+        for x in range(e, e + n):
+            size += bounds[names[x] + 1] - bounds[names[x]]
+        ptr[r + 1] = ptr[r] + size
+        e += n
+    out = np.empty(ptr[rows], dtype=np.uint8)
+    e = 0
+    for r in range(rows):
+        n, o = lengths[r], ptr[r]
+        for b in range(4):
+            out[o + b] = (n >> (24 - 8 * b)) & 0xFF
+        o += 4
+        for x in range(e, e + n):
+            count, last = counts[x], lasts[x]
+            for b in range(8):
+                out[o + b] = (count >> (56 - 8 * b)) & 0xFF
+                out[o + 8 + b] = (last >> (56 - 8 * b)) & 0xFF
+            o += 16
+        for x in range(e, e + n):
+            if x > e:
+                out[o] = 0
+                o += 1
+            for j in range(bounds[names[x]], bounds[names[x] + 1]):
+                out[o] = text[j]
+                o += 1
+        e += n
+    return out, ptr
 
 
 # Decay models as the mentions kernel takes them (`processors.dynamics.DecayParams.model`).
@@ -398,6 +452,8 @@ def warm() -> None:
         np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
     )
     sorted_within_rows(np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64))
+    one = np.ones(1, dtype=np.int64)
+    row_payloads(one, one, one, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.uint8), np.array([0, 1], dtype=np.int64))
     spans = np.array([2], dtype=np.int64)  # row 0: entries 0 and 1
     gather_rows(spans, idx, cnt, last, np.zeros(1, dtype=np.int64))
     find_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))

@@ -24,3 +24,25 @@ def dumps(fields: dict[str, Any]) -> bytes | None:
         return orjson.dumps(fields, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError):
         return None
+
+
+def dumps_flat(records: list[dict[str, Any]], first: str) -> list[bytes | None]:
+    """`dumps` of each of `records`, written by one orjson call and cut
+    apart: each record's first field is `first` and no value is an object
+    or an array (a concept record), so `},{"first":` occurs between two
+    records and nowhere else (a quote inside a string is escaped). Per
+    record, orjson costs about 5 µs a call here, one call for 29,000 records
+    about 1 µs each."""
+    if not records:
+        return []
+    try:
+        whole = orjson.dumps(records, option=_OPTIONS)
+    except (orjson.JSONEncodeError, TypeError):
+        return [dumps(fields) for fields in records]
+    head = b'{"' + first.encode() + b'":'
+    pieces = whole[1:-1].split(b"}," + head)
+    if len(pieces) != len(records):  # a value that is not flat: never from the fold's records
+        return [dumps(fields) for fields in records]
+    pieces[0] = pieces[0][len(head):]
+    pieces[-1] = pieces[-1][:-1]
+    return [head + piece + b"}" for piece in pieces]

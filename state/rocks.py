@@ -70,8 +70,13 @@ class RocksStore(PartitionStore):
             yield key, value
 
     def write(self, batch: Batch) -> None:
+        # In key order: the memtable's skip list inserts a key after the one
+        # before it from where that one went in (a commit of 67,000 records,
+        # 31 MB: 150-170 ms written as staged, 60-70 in order; sorting the
+        # keys, which come in a few ordered runs, about 15).
         wb = WriteBatch(raw_mode=True)
-        for key, value in batch.items():
+        for key in sorted(batch):
+            value = batch[key]
             if value is None:
                 wb.delete(key)
             else:

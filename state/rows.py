@@ -39,13 +39,6 @@ def encode_row(row: Row) -> bytes:
     return _N.pack(len(ids)) + values.tobytes() + "\x00".join(ids).encode()
 
 
-def encode_packed(n: int, values: bytes, ids: list[str]) -> bytes:
-    """The record of a row of `n` entries given in neighbour id order: their
-    (count, last µs) values already packed (big-endian int64 pairs) and their
-    ids; the same bytes as `encode_row` of the same entries."""
-    return _N.pack(n) + values + "\x00".join(ids).encode()
-
-
 def row_parts(raw: bytes | None) -> tuple[list[str], np.ndarray]:
     """The neighbour ids of a row record and its (count, last µs) values, an
     n × 2 read-only array over the record (empty if absent)."""

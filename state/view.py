@@ -42,7 +42,7 @@ from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
 from emgas.state.repository import GraphRepository, PendingPassage, from_us, to_us
-from emgas.state.rows import encode_packed, upper_pairs
+from emgas.state.rows import upper_pairs
 
 if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
     from emgas.state.turn_run import FoldedRun
@@ -95,6 +95,8 @@ class GraphView:
         self._counts = np.zeros(64, dtype=np.float64)
         self._id_order: list[int] = []  # every slot, in the order of their ids (`_rank`)
         self._ranked: np.ndarray | None = None  # each slot's place in it
+        self._id_text = np.zeros(0, dtype=np.uint8)  # every slot's id in UTF-8 (`_id_bytes`)
+        self._id_bounds = np.zeros(1, dtype=np.int64)
         self._adjacency = Adjacency()
         self._adjacency.on_new_edges = self._file_new_edges
         self.passage_ids: list[list[str]] = []
@@ -188,26 +190,45 @@ class GraphView:
         if not dirty:
             return {}
         ids, index = self.ids, self.index
-        live = {cid: index.get(cid) for cid in {ids[i] for i in dirty}}
-        records: dict[str, bytes | None] = {cid: None for cid, i in live.items() if i is None}
-        slots = sorted(i for i in live.values() if i is not None)
+        changed = np.fromiter(dirty, dtype=np.int64, count=len(dirty))
+        dead = self.columns.dead[changed]
+        records: dict[str, bytes | None] = {}
+        live = set(changed[~dead].tolist())
+        for cid in {ids[i] for i in changed[dead].tolist()}:  # a removed concept's: none, or its new slot's
+            i = index.get(cid)
+            if i is None:
+                records[cid] = None
+            else:
+                live.add(i)
+        slots = sorted(live)
         ptr, neighbours, counts, lasts = self._adjacency.gather(np.array(slots, dtype=np.int64))
         lengths = np.diff(ptr)
         if not len(neighbours):
             records.update({ids[i]: None for i in slots})
             return records
         order = kernels.sorted_within_rows(ptr, self._rank()[neighbours])  # each row's entries in id order
-        values = np.empty((len(order), 2), dtype=">i8")
-        values[:, 0] = counts[order]
-        values[:, 1] = lasts[order]
-        packed = values.tobytes()
-        names = np.array(ids, dtype=object)[neighbours[order]].tolist()
-        start = 0
-        for slot, n in zip(slots, lengths.tolist()):
-            end = start + n
-            records[ids[slot]] = encode_packed(n, packed[16 * start:16 * end], names[start:end]) if n else None
-            start = end
+        full = lengths > 0
+        payload, at = kernels.row_payloads(
+            lengths[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
+            neighbours[order].astype(np.int64), *self._id_bytes(),
+        )
+        data, at = payload.tobytes(), at.tolist()
+        written = [ids[slot] for slot, n in zip(slots, full.tolist()) if n]
+        records.update(zip(written, map(data.__getitem__, map(slice, at, at[1:]))))
+        records.update((ids[slot], None) for slot, n in zip(slots, full.tolist()) if not n)
         return records
+
+    def _id_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every slot's id in UTF-8, one after another, and where each
+        starts: slot i's at text[bounds[i]:bounds[i + 1]] (ids are never
+        changed, so the slots added since the last call are appended)."""
+        known = len(self._id_bounds) - 1
+        if known < len(self.ids):
+            encoded = [cid.encode() for cid in self.ids[known:]]
+            used = int(self._id_bounds[-1])
+            self._id_bounds = np.concatenate((self._id_bounds, used + np.cumsum([len(raw) for raw in encoded])))
+            self._id_text = _appended(self._id_text, used, b"".join(encoded))
+        return self._id_text, self._id_bounds
 
     def _rank(self) -> np.ndarray:
         """Each slot's place among every slot's id in string order (`state.rows`
@@ -327,9 +348,11 @@ class GraphView:
     def encoded_concepts(self) -> dict[str, bytes]:
         """The records (JSON) of the live concepts whose columns changed since
         they were last taken, by id (a commit's: encoded at once)."""
-        columns, ids, index = self.columns, self.ids, self.index
-        slots = [i for i in columns.take_unwritten() if index.get(ids[i]) == i]
-        return dict(zip((ids[i] for i in slots), columns.encoded(slots, [ids[i] for i in slots])))
+        columns, ids = self.columns, self.ids
+        taken = np.array(columns.take_unwritten(), dtype=np.int64)
+        slots = taken[~columns.dead[taken]].tolist()  # a removed concept's slot is not its record
+        named = [ids[i] for i in slots]
+        return dict(zip(named, columns.encoded(slots, named)))
 
     @property
     def has_concept_changes(self) -> bool:
@@ -644,6 +667,18 @@ class GraphView:
 
     def specificity(self) -> np.ndarray:
         return specificity(self.counts, float(self.turns))
+
+
+def _appended(buffer: np.ndarray, used: int, raw: bytes) -> np.ndarray:
+    """`buffer` (uint8, its first `used` bytes kept) with `raw` after them,
+    in place where it has room, else in one twice as large."""
+    end = used + len(raw)
+    if end > len(buffer):
+        grown = np.zeros(max(2 * len(buffer), end), dtype=np.uint8)
+        grown[:used] = buffer[:used]
+        buffer = grown
+    buffer[used:end] = np.frombuffer(raw, dtype=np.uint8)
+    return buffer
 
 
 def _pop_due(heap: list, until_s: float) -> Iterable[tuple]:
