@@ -110,6 +110,12 @@ def row(ref: GraphRef, cid: str) -> bytes:
     return section(ref, b"r") + cid.encode()
 
 
+def rows(ref: GraphRef, cids: Iterable[str]) -> list[bytes]:
+    """`row(ref, cid)` of each of `cids` (a commit's, at once)."""
+    prefix = section(ref, b"r")
+    return [prefix + cid.encode() for cid in cids]
+
+
 def passage(ref: GraphRef, turn_id: str) -> bytes:
     return section(ref, b"t") + turn_id.encode()
 

@@ -422,9 +422,7 @@ class GraphRepository:
 
     def put_rows(self, ref: GraphRef, rows: Mapping[str, bytes | None]) -> None:
         """Stage row records (concept id -> record, None: no edge left)."""
-        put = self.store.put
-        for cid, record in rows.items():
-            put(keys.row(ref, cid), record)
+        self.store.stage(dict(zip(keys.rows(ref, rows), rows.values())))
 
     def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
         """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""
