@@ -73,7 +73,7 @@ class RocksStore(PartitionStore):
         # In key order: the memtable's skip list inserts a key after the one
         # before it from where that one went in (a commit of 67,000 records,
         # 31 MB: 150-170 ms written as staged, 60-70 in order; sorting the
-        # keys, which come in a few ordered runs, about 15).
+        # keys about 15).
         wb = WriteBatch(raw_mode=True)
         for key in sorted(batch):
             value = batch[key]
