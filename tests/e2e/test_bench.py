@@ -10,7 +10,7 @@ import pytest
 KEYS = {
     "extract_turns_per_s", "yake_reference_turns_per_s", "ingest_turns_per_s", "ingest_turns_per_s_2_workers",
     "query_p50_ms", "query_p99_ms", "ppr_p50_ms", "rr_p50_ms", "rr_p99_ms", "replay_events_per_s",
-    "resident_bytes_per_edge", "forget_ms", "forget_after_snapshot_ms", "fold_events_per_s", "fold_extract_turns_per_s", "fold_vs_extract_paired",
+    "resident_bytes_per_edge", "forget_ms", "forget_after_snapshot_ms", "fold_events_per_s", "fold_extract_turns_per_s",
     "log_read_events_per_s", "passthrough_turns_per_s", "kafka_hop_p50_ms", "kafka_hop_p99_ms", "rr_worker_p50_ms",
     "snapshot_serialize_ms", "snapshot_write_s",
     "worker_cpu_ms_per_turn_1", "worker_cpu_ms_per_turn_2", "worker_cpu_ms_per_turn_3",

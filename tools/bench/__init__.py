@@ -12,10 +12,7 @@ Every figure is the median of several repeats, with their min and max:
   days between sessions), put through `tools.driver.LocalLog` so the decay
   ticks and consolidations due are among them; fold_extract_turns_per_s:
   extraction of those same turns, so fold and extraction compare on
-  identical turns; fold_vs_extract_paired: each fold repeat's rate over
-  extract_turns_per_s measured just before and just after it (the
-  `fold_vs_extraction` limit's ratio: a machine whose speed drifts
-  between the extraction figures and the fold's leaves it as it is).
+  identical turns.
 - ingest_in_process_turns_per_s_en / _zh: what a worker does with a turn,
   without Kafka (extraction to the event's bytes, `extract.encode_all`;
   the graph's log decoded for the fold; the fold into RocksDB), per second,

@@ -44,30 +44,20 @@ def _rate(count: int, run: Callable[[], Any], repeats: int) -> list[float]:
     return rates
 
 
-def yardstick(turns: int) -> Callable[[], float]:
-    """One measurement of `extract_turns_per_s`, the bench's yardstick:
-    turns per second extracting `turns` English demo turns (warmed up)."""
-    params = ExtractionParams()
-    english = [t for t in demo_turns() if detect_language(t.text, params) == "en"]
-    turn_objects = [english[i % len(english)].model_copy(update={"turn_id": f"t{i}"}) for i in range(turns)]
-    tag = extractor_id(params)
-    for t in english:  # warm up: stopword lists, caches
-        ingest(t, params, tag)
-    return lambda: _rate(turns, lambda: [ingest(t, params, tag) for t in turn_objects], 1)[0]
-
-
 def extraction_figures(turns: int, repeats: int) -> dict[str, Any]:
     import yake
 
     params = ExtractionParams()
     english = [t for t in demo_turns() if detect_language(t.text, params) == "en"]
-    corpus = [english[i % len(english)].text for i in range(turns)]
+    turn_objects = [english[i % len(english)].model_copy(update={"turn_id": f"t{i}"}) for i in range(turns)]
+    corpus = [t.text for t in turn_objects]
+    tag = extractor_id(params)
     reference = yake.KeywordExtractor(lan="en", n=3, top=10)
-    for t in english:  # warm up
+    for t in english:  # warm up: stopword lists, caches
+        ingest(t, params, tag)
         reference.extract_keywords(t.text)
-    measure = yardstick(turns)
     return {
-        "extract_turns_per_s": figure([measure() for _ in range(repeats)], 1),
+        "extract_turns_per_s": figure(_rate(turns, lambda: [ingest(t, params, tag) for t in turn_objects], repeats), 1),
         "yake_reference_turns_per_s": figure(_rate(turns, lambda: [reference.extract_keywords(x) for x in corpus], repeats), 1),
     }
 
@@ -128,30 +118,19 @@ def fold_into(state: PartitionState, events: list[tuple[GraphEvent, LogRecord]])
     state.commit()
 
 
-def fold_figures(turns: int, repeats: int, yardstick_turns: int) -> dict[str, Any]:
-    """The fold alone, and extraction on the same synthetic turns. Each
-    repeat of the fold sits between two measurements of the yardstick
-    (`yardstick`): its rate over their mean is a ratio of measurements
-    seconds apart, and the median of those ratios is the one the
-    `fold_vs_extraction` limit reads (a machine whose speed drifts between
-    the extraction figures and the fold's leaves it as it is)."""
+def fold_figures(turns: int, repeats: int) -> dict[str, Any]:
+    """The fold alone, and extraction on the same synthetic turns."""
     synthetic = conversations(turns)
     params = GraphParams()
     events = decoded_records(synthetic_log(synthetic, params))
-    measure = yardstick(yardstick_turns)
-    folds, ratios = [], []
     with tempfile.TemporaryDirectory(prefix="emgas-bench-fold-") as tmp:
-        for i in range(repeats):
-            before = measure()
-            folds.append(len(events) / _fold_s(events, Path(tmp) / f"state-{i}", params))
-            ratios.append(folds[-1] / statistics.mean([before, measure()]))
+        folds = [len(events) / _fold_s(events, Path(tmp) / f"state-{i}", params) for i in range(repeats)]
     extraction = ExtractionParams()
     tag = extractor_id(extraction)
     return {
         "fold_turns": turns,
         "fold_events": len(events),
         "fold_events_per_s": figure(folds, 1),
-        "fold_vs_extract_paired": figure(ratios, 3),
         "fold_extract_turns_per_s": figure(_rate(turns, lambda: [ingest(t, extraction, tag) for t in synthetic], repeats), 1),
     }
 

@@ -47,7 +47,7 @@ def run_bench(
     figures.update(extraction_figures(size["extract"], size["repeats"]))
     progress("the fold alone")
     _part(partial, figures)
-    figures.update(fold_figures(size["fold_turns"], size["repeats"], size["extract"]))
+    figures.update(fold_figures(size["fold_turns"], size["repeats"]))
     progress("English and Chinese in process")
     _part(partial, figures)
     figures.update(language_figures(size["language_turns"], size["repeats"]))
