@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from emgas.processors.errors import DecodeError
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.replay.reader import LogRecord
+from emgas.state.collector import collector_paused
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.transaction import COMMIT_EVERY
 
@@ -91,6 +92,23 @@ def fold_records(
     fetched batch at a time commits at the end of the partition, not after
     every batch (a commit rewrites every row changed since the last one).
     """
+    records = iter(records)
+    while True:
+        with collector_paused():  # a batch's decoded events live as long as the batch (`state.collector`)
+            batch, more = _next_batch(records, selection, counts)
+            apply_batch(state, batch, counts)
+            if more or last:
+                state.commit()
+        if not more:
+            return
+
+
+def _next_batch(
+    records: Iterator[LogRecord], selection: Selection, counts: FoldCounts,
+) -> tuple[list[tuple[FoldEvent, LogRecord]], bool]:
+    """The selected, decodable records read up to the next commit (a record
+    taken when the read count is a multiple of `COMMIT_EVERY`), and whether
+    that happened (False: the records ended first)."""
     batch: list[tuple[FoldEvent, LogRecord]] = []
     for record in records:
         counts.read += 1
@@ -104,12 +122,8 @@ def fold_records(
             continue
         batch.append((event, record))
         if counts.read % COMMIT_EVERY == 0:
-            apply_batch(state, batch, counts)
-            batch = []
-            state.commit()
-    apply_batch(state, batch, counts)
-    if last:
-        state.commit()
+            return batch, True
+    return batch, False
 
 
 def apply_batch(state: PartitionState, batch: list[tuple[FoldEvent, LogRecord]], counts: FoldCounts) -> None:

@@ -53,6 +53,7 @@ from emgas.processors.fold_codec import (
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Forgetting, PutMeta, Refolded, RemoveConcept, SwitchVersion, Writes
 from emgas.state import fold_points, keys, turn_run
+from emgas.state.collector import collector_paused
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
 from emgas.state.snapshots import (
@@ -117,7 +118,8 @@ class PartitionState:
     def commit(self) -> None:
         """Write every change staged since the last commit, with the offset, atomically."""
         if self.uncommitted:
-            self.txn.commit(offset_batch(self._offset))
+            with collector_paused():
+                self.txn.commit(offset_batch(self._offset))
             self._committed = self._offset
 
     def settle_steps(self) -> Iterator[GraphRef]:
@@ -133,7 +135,8 @@ class PartitionState:
         thread while nothing is applied here; then `committed` with both."""
         if not self.uncommitted:
             return None
-        return self.txn.stage_commit(offset_batch(self._offset)), self._offset
+        with collector_paused():
+            return self.txn.stage_commit(offset_batch(self._offset)), self._offset
 
     def committed(self, staged: tuple[StagedCommit, int]) -> None:
         """The staged commit is written: the store is at its offset."""
@@ -195,18 +198,19 @@ class PartitionState:
         outcomes: list[Outcome | None] = [None] * len(batch)
         graphs: dict[str, list[int]] = {}
         self.rejections = {}
-        for k, (event, offset, _) in enumerate(batch):
-            if offset <= self._offset:
-                outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
-                continue
-            if isinstance(event, LOG_EVENTS):
-                self._apply_graphs(batch, graphs, outcomes)
-                graphs = {}
-                outcomes[k] = self._log_event(event, offset)
-            else:
-                graphs.setdefault(event.graph_id, []).append(k)
-            self._offset = offset
-        self._apply_graphs(batch, graphs, outcomes)
+        with collector_paused():  # what the batch allocates is freed as it ends, not traversed meanwhile
+            for k, (event, offset, _) in enumerate(batch):
+                if offset <= self._offset:
+                    outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
+                    continue
+                if isinstance(event, LOG_EVENTS):
+                    self._apply_graphs(batch, graphs, outcomes)
+                    graphs = {}
+                    outcomes[k] = self._log_event(event, offset)
+                else:
+                    graphs.setdefault(event.graph_id, []).append(k)
+                self._offset = offset
+            self._apply_graphs(batch, graphs, outcomes)
         return cast(list[Outcome], outcomes)
 
     def _apply_graphs(
@@ -579,17 +583,18 @@ class PartitionState:
             scratch, after = PartitionState(MemoryStore(), self.params), -1
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         scratch.compacts_views = False
-        kept = []
-        for entry in self.repo.journal(ref, after):
-            event = decode_for_fold(entry.event)
-            if not (is_turn(event) and event.turn_id in forgotten):
-                kept.append((event, entry.offset, entry.event))
-        scratch.apply_batch(kept)
-        if ref not in scratch.views:
-            return None
-        # read through its transaction: no store to fill; the journal up to
-        # the point is the version's own and stays
-        refolded = Refolded(list(scratch.repo.records(ref)), after)
+        with collector_paused():  # the decoded journal and the scratch state go with the re-fold
+            kept = []
+            for entry in self.repo.journal(ref, after):
+                event = decode_for_fold(entry.event)
+                if not (is_turn(event) and event.turn_id in forgotten):
+                    kept.append((event, entry.offset, entry.event))
+            scratch.apply_batch(kept)
+            if ref not in scratch.views:
+                return None
+            # read through its transaction: no store to fill; the journal up to
+            # the point is the version's own and stays
+            refolded = Refolded(list(scratch.repo.records(ref)), after)
         self._refold_views[ref] = (refolded, scratch.views[ref])  # clean: reading the records settled its rows
         return refolded
 
