@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -92,6 +92,32 @@ def upper_pairs(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str, i
         k = bisect_right(ids, cid)
         for other, (count, last) in zip(ids[k:], values[k:].tolist()):
             yield cid, other, count, last
+
+
+def upper_arrays(
+    rows: Iterable[tuple[str, bytes]], index: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`upper_pairs` as arrays (int64), the ends as `index` numbers them:
+    (a, b, count, last µs), each edge once, in the same order; each row's
+    values taken as a slice of its record, not entry by entry."""
+    lower: list[int] = []  # per row with upper entries: its own end, and how many
+    lengths: list[int] = []
+    upper: list[int] = []
+    values: list[np.ndarray] = []
+    for cid, raw in rows:
+        ids, row_values = row_parts(raw)
+        k = bisect_right(ids, cid)
+        if k < len(ids):
+            upper += [index[other] for other in ids[k:]]
+            lower.append(index[cid])
+            lengths.append(len(ids) - k)
+            values.append(row_values[k:])
+    if not values:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy(), empty.copy()
+    both = np.concatenate(values).astype(np.int64)
+    a = np.repeat(np.array(lower, dtype=np.int64), lengths)
+    return a, np.array(upper, dtype=np.int64), np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1])
 
 
 def changed_row(cid: str, row: Row, changes: list) -> Row:

@@ -42,7 +42,7 @@ from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
 from emgas.state.repository import GraphRepository, PendingPassage, from_us, to_us
-from emgas.state.rows import upper_pairs
+from emgas.state.rows import upper_arrays
 
 if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
     from emgas.state.turn_run import FoldedRun
@@ -696,14 +696,7 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
         view.columns.put(i, concept)
     row_prefix = keys.section(ref, b"r")
     rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
-    ends_a, ends_b, counts, lasts = [], [], [], []
-    for a, b, count, last in upper_pairs(rows):
-        ends_a.append(view.index[a])
-        ends_b.append(view.index[b])
-        counts.append(count)
-        lasts.append(last)
-    a_array, b_array = np.array(ends_a, dtype=np.int64), np.array(ends_b, dtype=np.int64)
-    count_array, last_array = np.array(counts, dtype=np.int64), np.array(lasts, dtype=np.int64)
+    a_array, b_array, count_array, last_array = upper_arrays(rows, view.index)
     view.file_loaded_edges(a_array, b_array, count_array, last_array)
     view.load_pairs(a_array, b_array, count_array, last_array)
     unlinked = links.unlinked_of(repo.store, ref)

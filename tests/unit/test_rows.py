@@ -1,6 +1,7 @@
 """Pair rows (`state.rows`): records against the dict reference, and the
 per-pair layout of snapshots converted both ways."""
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +13,7 @@ from emgas.state import keys
 from emgas.state.repository import STATE_FORMAT
 from emgas.state.repository import from_us, to_us
 from emgas.processors.writes import CoOccur, RemovePairs
-from emgas.state.rows import RowLookup, changed_row, encode_row, upper_pairs
+from emgas.state.rows import RowLookup, changed_row, encode_row, upper_arrays, upper_pairs
 from emgas.state.view import GraphView
 from emgas.processors.dynamics import DecayParams
 from emgas.state.snapshots import as_pairs, as_rows
@@ -102,3 +103,25 @@ def test_a_state_of_the_per_pair_format_is_rebuilt_from_the_log_with_one_line(tm
     assert line == f"state of partition 0 is in format 3, not {STATE_FORMAT}: rebuilding it from the log"
     assert state.applied_offset == -1 and state.repo.graph_refs() == []
     state.close()
+
+
+EDGES = st.dictionaries(
+    st.tuples(IDS, IDS).filter(lambda e: e[0] < e[1]), st.tuples(st.integers(1, 2**40), st.integers(0, 2**62)),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(EDGES)
+def test_upper_arrays_are_upper_pairs_as_arrays(edges):
+    rows: dict[str, dict[str, tuple[int, int]]] = {}
+    for (a, b), value in edges.items():
+        rows.setdefault(a, {})[b] = value
+        rows.setdefault(b, {})[a] = value
+    records = [(cid, encode_row(rows[cid])) for cid in sorted(rows)]
+    index = {cid: k for k, cid in enumerate(reversed(ALL_IDS))}  # numbered in another order than the ids'
+    a, b, counts, lasts = upper_arrays(records, index)
+    expected = list(upper_pairs(records))
+    assert [(index[x], index[y], c, t) for x, y, c, t in expected] == list(
+        zip(a.tolist(), b.tolist(), counts.tolist(), lasts.tolist()))
+    assert {a.dtype, b.dtype, counts.dtype, lasts.dtype} == {np.dtype(np.int64)}
