@@ -7,8 +7,9 @@ traverses every one of them alive at that moment, and the survivors again
 at each older generation's collection, though none of them is garbage
 yet. Paused for the batch, the short-lived ones are freed by their
 reference counts as the batch ends, and the collector next runs after it,
-on what is left. A fold makes no reference cycles of its own to wait for:
-what it leaves is what the next collection would have found anyway.
+on what is left: a cycle the batch let go of waits for that collection,
+at most a batch later than it would have (a replay's batch is up to
+`COMMIT_EVERY` events).
 """
 
 from __future__ import annotations
