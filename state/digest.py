@@ -16,7 +16,6 @@ the order and batching of writes, and of the machine.
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_right
 import itertools
 import json
 from typing import Any, Callable, Iterable, Iterator
@@ -28,7 +27,7 @@ from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.state import keys, links
 from emgas.state.repository import GraphRepository
-from emgas.state.rows import row_parts
+from emgas.state.rows import upper_rows
 
 # (section name, key kind, value renderer); the order is part of the format.
 # Pairs are kept in rows (`state.rows`) and rendered one line per pair,
@@ -83,12 +82,9 @@ def pair_lines(rows: Iterable[tuple[str, bytes]]) -> Iterator[str]:
     """`pair_line` of each edge of `rows` (concept id, row record; in concept
     order) once, from its lower end: the lines of `upper_pairs`, a row at a time."""
     escaped = _json_str
-    for cid, raw in rows:
-        ids, values = row_parts(raw)
-        k = bisect_right(ids, cid)
-        if k < len(ids):
-            head = f"[[{escaped(cid)},"
-            yield from [f"{head}{escaped(b)}],[{count},{last}]]" for b, (count, last) in zip(ids[k:], values[k:].tolist())]
+    for cid, others, values in upper_rows(rows):
+        head = f"[[{escaped(cid)},"
+        yield from [f"{head}{escaped(b)}],[{count},{last}]]" for b, (count, last) in zip(others, values.tolist())]
 
 
 def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render | None) -> Iterator[str]:

@@ -83,14 +83,25 @@ def row_entries(raw: bytes) -> Iterator[tuple[str, int, int]]:
         yield other, count, last
 
 
-def upper_pairs(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str, int, int]]:
-    """Each edge once, (a, b, count, last µs) with a < b, in (a, b) order,
-    from rows taken in concept order: the order of the per-pair layout's keys
-    (a row's neighbours are sorted, so its upper ones are those past its own id)."""
+def upper_rows(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, list[str], np.ndarray]]:
+    """Each row (concept id, row record), in the order given, that has
+    neighbours past its own id: the id, those neighbours' ids and their
+    (count, last µs) values, a slice of the record (a row's neighbours are
+    sorted, so its upper ones are those past its own id)."""
     for cid, raw in rows:
         ids, values = row_parts(raw)
         k = bisect_right(ids, cid)
-        for other, (count, last) in zip(ids[k:], values[k:].tolist()):
+        if k < len(ids):
+            yield cid, ids[k:], values[k:]
+
+
+def upper_pairs(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str, int, int]]:
+    """Each edge once, (a, b, count, last µs) with a < b, in (a, b) order,
+    from rows taken in concept order: the order of the per-pair layout's
+    keys (`upper_rows`, an entry at a time; the reference `upper_arrays` is
+    tested against)."""
+    for cid, ids, values in upper_rows(rows):
+        for other, (count, last) in zip(ids, values.tolist()):
             yield cid, other, count, last
 
 
@@ -104,14 +115,11 @@ def upper_arrays(
     lengths: list[int] = []
     upper: list[int] = []
     values: list[np.ndarray] = []
-    for cid, raw in rows:
-        ids, row_values = row_parts(raw)
-        k = bisect_right(ids, cid)
-        if k < len(ids):
-            upper += [index[other] for other in ids[k:]]
-            lower.append(index[cid])
-            lengths.append(len(ids) - k)
-            values.append(row_values[k:])
+    for cid, others, row_values in upper_rows(rows):
+        upper += [index[other] for other in others]
+        lower.append(index[cid])
+        lengths.append(len(others))
+        values.append(row_values)
     if not values:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy(), empty.copy()
