@@ -23,7 +23,7 @@ from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
 from emgas.processors.pruning import (
-    PairState, PairTable, expired_concepts, expired_mask, isolated_by, outlived_its_edges, pair_state,
+    PairState, PairTable, expired_concepts, expired_mask, isolated_ids, outlived_its_edges, pair_state,
 )
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Refolded,
@@ -133,7 +133,9 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     before its newest mention), with the edges of removed concepts, their passage links, and the
     passages no remaining concept links to. meta: decayed_to = t."""
     at, decay = event.timestamp, event.params
-    listed = [s.concepts[c.id] for c in event.concepts if c.reason == "activation" and c.id in s.concepts]
+    # Each concept once: a tick that lists one twice removes it once.
+    listed = [s.concepts[cid] for cid in dict.fromkeys(c.id for c in event.concepts if c.reason == "activation")
+              if cid in s.concepts]
     concepts = [c.id for c in expired_concepts(listed, at, decay)]
     expired = expired_mask(s.pairs, at, decay)
     edges = [edge for edge, gone in zip(s.pairs.edges, expired.tolist()) if gone]
@@ -145,7 +147,7 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
         and not outlived_its_edges(s.concepts.get(c.id), _lost(s.isolated_edges.get(c.id, {}), pruned), decay)
     }
     neighbours = lambda cid: s.neighbours.get(cid, ())  # noqa: E731
-    concepts += [c.id for c in isolated_by(concepts, edges, neighbours, isolated.__contains__)]
+    concepts += isolated_ids(concepts, edges, neighbours, isolated.__contains__)
     gone = set(concepts)
     all_edges = set(edges)
     links = []

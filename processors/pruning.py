@@ -167,6 +167,17 @@ def isolated_by(
     `neighbours(c)`: c's neighbours before the tick. `allowed` limits the
     answer (the fold passes "listed as isolated in the event").
     """
+    return [PrunedConcept(id=cid, reason="isolated", value=0.0)
+            for cid in isolated_ids(pruned_concepts, pruned_edges, neighbours, allowed)]
+
+
+def isolated_ids(
+    pruned_concepts: Iterable[str],
+    pruned_edges: Iterable[Edge],
+    neighbours: Callable[[str], Iterable[str]],
+    allowed: Callable[[str], bool] = lambda cid: True,
+) -> list[str]:
+    """The ids `isolated_by` returns, in id order, without a model each."""
     gone = set(pruned_concepts)
     lost: dict[str, set[str]] = {}  # only for the concepts `allowed` (a tick's fold lists a few among many ends)
     for a, b in pruned_edges:
@@ -178,11 +189,7 @@ def isolated_by(
         for other in neighbours(cid):
             if allowed(other):
                 lost.setdefault(other, set()).add(cid)
-    isolated = []
-    for cid in sorted(lost):
-        if cid not in gone and set(neighbours(cid)) <= lost[cid] | gone:
-            isolated.append(PrunedConcept(id=cid, reason="isolated", value=0.0))
-    return isolated
+    return [cid for cid in sorted(lost) if cid not in gone and set(neighbours(cid)) <= lost[cid] | gone]
 
 
 def last_mentioned(concept: ConceptState) -> datetime | None:

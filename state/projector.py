@@ -51,8 +51,9 @@ from emgas.processors.fold_codec import (
     ConsolidateRow, DecayRow, FoldEvent, TurnRow, decode_for_fold, event_bytes, is_turn,
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
-from emgas.processors.writes import Forgetting, PutMeta, Refolded, RemoveConcept, SwitchVersion, Writes
-from emgas.state import fold_points, keys, turn_run
+from emgas.processors.pruning_group import PruningTick, TickDecision, decide_ticks
+from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
+from emgas.state import fold_points, keys, tick_group, turn_run
 from emgas.state.collector import collector_paused
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
@@ -62,7 +63,6 @@ from emgas.state.snapshots import (
 from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import StagedCommit, Transaction
-from emgas.state.tick_group import Removed, TickReads
 from emgas.state.view import GraphView, load_view
 from emgas.state.views import Views
 
@@ -325,32 +325,26 @@ class PartitionState:
 
     def _prune_group(self, ref: GraphRef, ticks: list[turn_run.RunEvent]) -> list[frozenset[str]]:
         """Pruning ticks past their guards, applied ahead of their part's
-        turns but for their meta, decided together (`state.tick_group`):
-        the concepts each removed. Fewer than `ticks` where a tick's evolve
-        raised: those before it are applied, and it is the caller's."""
-        view, meta = self._view_of(ref), self.repo.meta(ref)
+        turns but for their meta, read, decided and applied together
+        (`state.tick_group`): the concepts each removed. Fewer than `ticks`
+        where deciding a tick raised: those before it are applied, and it is
+        the caller's, to apply alone."""
+        view = self._view_of(ref)
         try:
-            reads = TickReads(self.repo, view, ref, [cast(Decay, event) for event, _, _ in ticks])
+            reads = tick_group.read_group(self.repo, view, ref, [cast(PruningTick, event) for event, _, _ in ticks])
         except Exception:  # noqa: BLE001 - each applied alone by the caller then, through its rule's own slice
             log.debug("pruning ticks of %s not read together; applied alone", ref, exc_info=True)
             return []
-        removed, decided = Removed(), []
-        for event, offset, raw in ticks:
-            tick = cast(Decay, event)  # or a row: the rule reads the fields both have
+        decided: list[tuple[int, bytes, TickDecision]] = []
+        decisions = decide_ticks((cast(PruningTick, event) for event, _, _ in ticks), reads)
+        for _, offset, raw in ticks:
             try:
-                writes = _but_meta(rule_for(tick).evolve(tick, reads.slice(tick, meta, removed), self.params))
+                decided.append((offset, raw, next(decisions)))
             except Exception:  # noqa: BLE001 - applied alone by the caller, where a rejection is recorded
                 log.debug("pruning tick at offset %s of %s not decided in its group; applied alone", offset, ref,
                           exc_info=True)
                 break
-            removed.add(writes)
-            decided.append((offset, raw, writes))
-        index = view.index
-        gone = [frozenset(w.cid for w in writes if isinstance(w, RemoveConcept) and w.cid in index)
-                for _, _, writes in decided]
-        for offset, raw, writes in decided:
-            self.repo.apply(ref, writes, Entry(offset, raw))
-        view.apply_pruning([w for _, _, writes in decided for w in writes])
+        gone = tick_group.apply_group(self.repo, view, ref, reads, decided)
         if self.compacts_views and view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)
         return gone

@@ -360,11 +360,32 @@ class GraphRepository:
         self.store.put(keys.unlinked(ref, write.turn_id, write.cid), b"")
 
     def _prune_passage(self, ref: GraphRef, write: PrunePassage) -> None:
-        """The passage goes, with the links it lost; its turn stays known (its `f` record)."""
-        for cid in self.passage_concepts(ref, [write.turn_id]).get(write.turn_id, ()):
-            self.store.put(keys.unlinked(ref, write.turn_id, cid), None)
-        self.store.put(keys.passage(ref, write.turn_id), None)
-        self.store.put(keys.forgotten_turn(ref, write.turn_id), b"")
+        self._drop_passage(ref, write.turn_id, self.passage_concepts(ref, [write.turn_id]).get(write.turn_id, ()))
+
+    def _drop_passage(self, ref: GraphRef, turn_id: str, named: Iterable[str]) -> None:
+        """The passage goes, with the links it lost (of `named`, the concepts
+        it names); its turn stays known (its `f` record)."""
+        for cid in named:
+            self.store.put(keys.unlinked(ref, turn_id, cid), None)
+        self.store.put(keys.passage(ref, turn_id), None)
+        self.store.put(keys.forgotten_turn(ref, turn_id), b"")
+
+    def stage_pruning(
+        self, ref: GraphRef, entry: Entry, concepts: Iterable[str], links: Iterable[tuple[str, str]],
+        orphaned: Mapping[str, tuple[str, ...]],
+    ) -> None:
+        """Stage a pruning tick decided in a group (`state.tick_group`) as its
+        writes but its meta's would stage it: its journal entry, the records of
+        the `concepts` it removes, the (concept, turn) `links` unlinked, the
+        `orphaned` passages (turn id -> the concepts it names) gone."""
+        put = self.store.put
+        put(keys.journal_entry(ref, entry.offset), entry.event)
+        for cid in concepts:
+            put(keys.concept(ref, cid), None)
+        for cid, turn_id in links:
+            put(keys.unlinked(ref, turn_id, cid), b"")
+        for turn_id, named in orphaned.items():
+            self._drop_passage(ref, turn_id, named)
 
     def _keep_edges(self, ref: GraphRef, write: KeepEdges) -> None:
         pass  # a due time: the in-memory graph's alone

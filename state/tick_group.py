@@ -1,4 +1,5 @@
-"""Pruning ticks applied ahead of their part's turns, read together.
+"""Pruning ticks applied ahead of their part's turns, read, decided and
+applied together.
 
 A part of a run (`state.turn_run`) applies its pruning ticks first, one
 after another, with no turn between them. Each tick reads a slice (see
@@ -6,113 +7,79 @@ after another, with no turn between them. Each tick reads a slice (see
 passages and links, its listed edges, the edges of the concepts it lists
 as isolated. Reading those for each tick alone costs more than deciding
 it, so a group of ticks reads them once, for all of its ticks, before the
-first (`TickReads`). Each tick's slice is then what was read, less what the
-ticks before it in the group removed (`Removed`): ticks only remove, and
-a tick removes a concept's record, its edges, links and orphaned passages
-through writes that name them, so the slice equals the one read after the
-earlier ticks were applied.
+first (`read_group`), and each tick is decided on that, less what the
+ticks before it removed (`processors.pruning_group`): ticks only remove,
+so that is the slice the tick would read once the ticks before it were
+applied.
 
-The rule's evolve (`processors.evolve.evolve_decay`) decides each tick, as
-when it is applied alone.
+What the group decided is then applied at once (`apply_group`): each
+tick's journal entry and removals staged in log order, as its rule's
+writes would stage them, and the view changed as they would change it:
+the kept edges' due times noted, every removed edge dropped at once (each
+end of each is live before the first tick), then the concepts and the
+pruned passages.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from emgas.processors.events import Decay
-from emgas.processors.evolve import Slice
-from emgas.processors.graph import GraphMeta, GraphRef
-from emgas.processors.pruning import Edge, PairState, PairTable, edge_key
-from emgas.processors.writes import RemoveConcept, RemoveLink, RemovePairs, Write
-from emgas.state.repository import GraphRepository
+from emgas.processors.graph import GraphRef
+from emgas.processors.pruning import PairTable
+from emgas.processors.pruning_group import GroupReads, PruningTick, TickDecision
+from emgas.state.repository import Entry, GraphRepository
 from emgas.state.view import GraphView
 
 
-class Removed:
-    """What the ticks of a group decided so far remove: concepts, edges
-    (by `edge_key`), (concept, turn) links, and the ends of the edges removed."""
+def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Sequence[PruningTick]) -> GroupReads:
+    """What the ticks read, loaded at once from the store and the view as
+    they are before the group's first tick."""
+    listed = sorted({c.id for tick in ticks for c in tick.concepts})
+    index = view.index
+    neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
+    sources = {cid: tuple(view.passage_ids[index[cid]]) for cid in listed if cid in index}
+    passages = repo.passage_concepts(ref, sorted({t for turns in sources.values() for t in turns}))
+    candidates = [(c, t) for t, named in passages.items() for c in named]
+    table = view.pair_table((e.a, e.b) for tick in ticks for e in tick.edges)
+    isolated = sorted({c.id for tick in ticks for c in tick.concepts if c.reason == "isolated"})
+    return GroupReads(
+        concepts=repo.concepts(ref, listed),
+        pairs=dict(zip(table.edges, zip(table.counts.tolist(), table.last_us.tolist()))),
+        neighbours=neighbours, sources=sources, passages=passages,
+        links=repo.links(ref, candidates, passages),
+        isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),
+    )
 
-    def __init__(self) -> None:
-        self.concepts: set[str] = set()
-        self.edges: set[Edge] = set()
-        self.links: set[tuple[str, str]] = set()
-        self.touched: set[str] = set()  # ends of removed edges: their neighbours changed
 
-    def add(self, writes: Iterable[Write]) -> None:
-        for write in writes:
-            if isinstance(write, RemovePairs):
-                self.edges.update(edge_key(edge) for edge in write.edges)
-                self.touched.update(end for edge in write.edges for end in edge)
-            elif isinstance(write, RemoveConcept):
-                self.concepts.add(write.cid)
-            elif isinstance(write, RemoveLink):
-                self.links.add((write.cid, write.turn_id))
+def apply_group(
+    repo: GraphRepository, view: GraphView, ref: GraphRef, reads: GroupReads,
+    decided: Sequence[tuple[int, bytes, TickDecision]],
+) -> list[frozenset[str]]:
+    """Stage each decided tick (its log offset, its bytes, its decision) and
+    change the view as its writes but its meta's would (`evolve_decay`:
+    KeepEdges, RemovePairs, RemoveConcept, RemoveLink, PrunePassage): the
+    concepts each removed that the view held."""
+    index = view.index
+    gone = [frozenset(cid for cid in decision.concepts if cid in index) for _, _, decision in decided]
+    for offset, raw, decision in decided:
+        repo.stage_pruning(ref, Entry(offset, raw), decision.concepts, decision.links,
+                           {turn_id: reads.passages[turn_id] for turn_id in decision.orphaned})
+    for _, _, decision in decided:
+        if decision.kept:
+            view.note_pairs(_table(decision.kept))
+    edges = {(a, b) if a < b else (b, a) for _, _, decision in decided for a, b in decision.edges}
+    view.remove_edges(sorted(edges))
+    for _, _, decision in decided:
+        for cid in decision.concepts:
+            view.remove_concept(cid)
+        # A removed concept's links went with it (`remove_concept`): its RemoveLinks change no view.
+        for turn_id in decision.orphaned:
+            view.forget_passage(turn_id)
+    return gone
 
 
-class TickReads:
-    """What the ticks of a group read, loaded at once from the store and the
-    view as they are before the group's first tick."""
-
-    def __init__(self, repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Sequence[Decay]) -> None:
-        self.ref = ref
-        listed = sorted({c.id for tick in ticks for c in tick.concepts})
-        index = view.index
-        self.neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
-        self.sources = {cid: tuple(view.passage_ids[index[cid]]) for cid in listed if cid in index}
-        self.passages = repo.passage_concepts(ref, sorted({t for turns in self.sources.values() for t in turns}))
-        candidates = [(c, t) for t, named in self.passages.items() for c in named]
-        self.links = repo.links(ref, candidates, self.passages)
-        self.concepts = repo.concepts(ref, listed)
-        self.pairs = view.pair_table((e.a, e.b) for tick in ticks for e in tick.edges)
-        self.pair_row = {edge: k for k, edge in enumerate(self.pairs.edges)}
-        isolated = sorted({c.id for tick in ticks for c in tick.concepts if c.reason == "isolated"})
-        self.isolated_edges = view.edges_of({cid: self.neighbours[cid] for cid in isolated})
-
-    def slice(self, tick: Decay, meta: GraphMeta, removed: Removed) -> Slice:
-        """`tick`'s slice after the group's ticks that `removed` holds: as
-        `state.rules._decay_slice` would load it once they are applied."""
-        listed = sorted({c.id for c in tick.concepts})
-        neighbours = {cid: self._neighbours(cid, removed) for cid in listed}
-        sources = {cid: self.sources[cid] for cid in listed if cid in self.sources and cid not in removed.concepts}
-        # A passage an earlier tick pruned is no live concept's source: it went with its last link.
-        turns = sorted({t for turns in sources.values() for t in turns})
-        passages = {t: self.passages[t] for t in turns if t in self.passages}
-        links = frozenset(
-            (c, t) for t, named in passages.items() for c in named
-            if (c, t) in self.links and (c, t) not in removed.links
-        )
-        concepts = {c.id: self.concepts[c.id] for c in tick.concepts
-                    if c.id in self.concepts and c.id not in removed.concepts}
-        isolated = [c.id for c in tick.concepts if c.reason == "isolated"]
-        return Slice(
-            ref=self.ref, meta=meta, concepts=concepts,
-            pairs=self._pairs(((e.a, e.b) for e in tick.edges), removed),
-            neighbours=neighbours, sources=sources, passages=passages, links=links,
-            isolated_edges={cid: self._edges_of(cid, neighbours[cid]) for cid in isolated},
-        )
-
-    def _neighbours(self, cid: str, removed: Removed) -> tuple[str, ...]:
-        """`cid`'s neighbours, less the edges removed (none for a removed concept)."""
-        if cid in removed.concepts:
-            return ()
-        found = self.neighbours[cid]
-        if cid not in removed.touched:
-            return found
-        gone = removed.edges
-        return tuple(other for other in found if edge_key((cid, other)) not in gone)
-
-    def _pairs(self, edges: Iterable[Edge], removed: Removed) -> PairTable:
-        """The table of those of `edges` that exist and were not removed, in key order."""
-        rows = [self.pair_row[e] for e in sorted(set(edges)) if e in self.pair_row and edge_key(e) not in removed.edges]
-        if not rows:
-            return PairTable()
-        table, at = self.pairs, np.array(rows, dtype=np.int64)
-        return PairTable(tuple(table.edges[k] for k in rows), table.counts[at], table.last_us[at])
-
-    def _edges_of(self, cid: str, neighbours: tuple[str, ...]) -> dict[str, PairState]:
-        """`cid`'s pairs with `neighbours` (its live ones), neighbour -> pair."""
-        pairs = self.isolated_edges.get(cid, {})
-        return {other: pairs[other] for other in neighbours if other in pairs}
+def _table(kept: Sequence[tuple[tuple[str, str], int, int]]) -> PairTable:
+    return PairTable(tuple(edge for edge, _, _ in kept), np.array([count for _, count, _ in kept], dtype=np.int64),
+                     np.array([last for _, _, last in kept], dtype=np.int64))

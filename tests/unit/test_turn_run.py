@@ -11,6 +11,7 @@ import pytest
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Consolidate, Decay, GraphEvent, PrunedConcept, PrunedEdge, TopicNode
 from emgas.processors.graph import GraphParams, GraphRef
+from emgas.processors import pruning_group
 from emgas.state import rules, tick_group, turn_run
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
@@ -268,6 +269,15 @@ def test_a_consolidation_inside_a_run_keeps_only_the_members_present_at_its_time
     assert state.repo.meta(ref).consolidated_to == T0 + timedelta(hours=22)
 
 
+def _failing_in_group(hours: float, decide):
+    """`decide` (a tick's decision in its group), raising for the tick at `hours`."""
+    def failing(tick, reads, removed):
+        if tick.timestamp == T0 + timedelta(hours=hours):
+            raise ValueError("poison")
+        return decide(tick, reads, removed)
+    return failing
+
+
 def _failing_on(hours: float, evolve):
     """`evolve`, raising for the event at `hours` (a poison event, as far as the fold can tell)."""
     def failing(event, s, params):
@@ -284,6 +294,7 @@ def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_tim
               pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
     rule = rules.RULES[Decay]
     monkeypatch.setitem(rules.RULES, Decay, dataclasses.replace(rule, evolve=_failing_on(poison, rule.evolve)))
+    monkeypatch.setattr(pruning_group, "decide_tick", _failing_in_group(poison, pruning_group.decide_tick))
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED in one_by_one
@@ -292,19 +303,19 @@ def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_tim
 
 
 def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(monkeypatch):
-    """Reading its slice in the group fails for the tick at 94 h (not its
-    rule): it is applied alone, from the state, and the ticks after it together again."""
+    """Deciding it in the group fails for the tick at 94 h (not its rule):
+    it is applied alone, from the state, and the ticks after it together again."""
     events = [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",), (("kafka", "lag"),)),
               pruning("g", 94, ("cat",)), pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
-    grouped_slice, groups = tick_group.TickReads.slice, []
+    decide, groups = pruning_group.decide_tick, []
 
-    def failing(reads, tick, meta, removed):
+    def failing(tick, reads, removed):
         groups.append(tick.timestamp)
         if tick.timestamp == T0 + timedelta(hours=94):
-            raise ValueError("not readable in the group")
-        return grouped_slice(reads, tick, meta, removed)
+            raise ValueError("not decidable in the group")
+        return decide(tick, reads, removed)
 
-    monkeypatch.setattr(tick_group.TickReads, "slice", failing)
+    monkeypatch.setattr(pruning_group, "decide_tick", failing)
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED not in batched and batched == one_by_one
@@ -319,7 +330,7 @@ def test_ticks_whose_reads_fail_together_are_applied_alone(monkeypatch):
     def unreadable(*args):
         raise OSError("the store, for the group's reads")
 
-    monkeypatch.setattr(tick_group.TickReads, "__init__", unreadable)
+    monkeypatch.setattr(tick_group, "read_group", unreadable)
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED not in batched and batched == one_by_one
