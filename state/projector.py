@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from typing import Iterator, Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
@@ -79,10 +80,9 @@ class PartitionState:
         self.repo = GraphRepository(self.txn)
         self.ledger = Ledger(self.txn)
         self.params = params
-        self.views = Views(
-            self.repo.graph_refs(), lambda ref: load_view(self.repo, ref, params.decay), on_evict=self._write_rows,
-        )
-        self.txn.defer(_ViewRows(self))
+        held = _Held(self.txn, params)
+        self.views = Views(self.repo.graph_refs(), held.load_view, on_evict=held.stage_view)
+        self.txn.defer(_ViewRows(held, self.views))
         self._offset = self.repo.applied_offset()
         self._committed = self._offset
         self.last_rejection: str | None = None
@@ -126,7 +126,7 @@ class PartitionState:
         """Stage the changes the loaded views keep, one graph at a time (a
         caller may let others run between two: what a commit does first)."""
         for ref, view in list(self.views.loaded().items()):
-            self._write_rows(ref, view)
+            _stage_view(self.repo, ref, view)
             yield ref
 
     def stage_commit(self) -> tuple[StagedCommit, int] | None:
@@ -143,19 +143,6 @@ class PartitionState:
         commit, offset = staged
         self.txn.written(commit)
         self._committed = offset
-
-    def _write_rows(self, ref: GraphRef, view: GraphView) -> None:
-        """Stage the pair rows and the concepts `view` changed (it keeps them while folding)."""
-        self._write_concepts(ref, view)
-        if view.has_row_changes:
-            self.repo.put_rows(ref, view.row_records())
-
-    def _write_concepts(self, ref: GraphRef, view: GraphView) -> None:
-        """Stage the concepts whose columns `view` changed (runs of turns leave
-        them there), as their records' JSON: what settles them is a scan or a
-        commit, which read bytes (a rule reads concepts through `settle_concepts`)."""
-        if view.has_concept_changes:
-            self.repo.put_encoded_concepts(ref, view.encoded_concepts())
 
     def ref(self, graph_id: str, version: int | None = None) -> GraphRef:
         """`graph_id` at `version` (None: its active version)."""
@@ -567,6 +554,17 @@ class PartitionState:
         starting from the version's latest fold point that holds none of them
         (then only the journal after it is folded). None: no turn is left,
         so the version would not exist."""
+        with collector_paused():  # what the re-fold makes but its result is freed before the collector runs again
+            folded = self._refold(ref, forgotten)
+        if folded is None:
+            return None
+        refolded, view = folded
+        self._refold_views[ref] = (refolded, view)  # clean: reading the records settled its rows
+        return refolded
+
+    def _refold(self, ref: GraphRef, forgotten: set[str]) -> tuple[Refolded, GraphView] | None:
+        """`_refolded`'s records, with the scratch state's view of them. The
+        scratch state and the decoded journal go as it returns."""
         # Points holding a turn forgotten before are dropped with that forget;
         # one a state kept anyway (written by a version that kept a single
         # point, say) must not bring the turn back.
@@ -577,20 +575,17 @@ class PartitionState:
             scratch, after = PartitionState(MemoryStore(), self.params), -1
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         scratch.compacts_views = False
-        with collector_paused():  # the decoded journal and the scratch state go with the re-fold
-            kept = []
-            for entry in self.repo.journal(ref, after):
-                event = decode_for_fold(entry.event)
-                if not (is_turn(event) and event.turn_id in forgotten):
-                    kept.append((event, entry.offset, entry.event))
-            scratch.apply_batch(kept)
-            if ref not in scratch.views:
-                return None
-            # read through its transaction: no store to fill; the journal up to
-            # the point is the version's own and stays
-            refolded = Refolded(list(scratch.repo.records(ref)), after)
-        self._refold_views[ref] = (refolded, scratch.views[ref])  # clean: reading the records settled its rows
-        return refolded
+        kept = []
+        for entry in self.repo.journal(ref, after):
+            event = decode_for_fold(entry.event)
+            if not (is_turn(event) and event.turn_id in forgotten):
+                kept.append((event, entry.offset, entry.event))
+        scratch.apply_batch(kept)
+        if ref not in scratch.views:
+            return None
+        # read through its transaction: no store to fill; the journal up to
+        # the point is the version's own and stays
+        return Refolded(list(scratch.repo.records(ref)), after), scratch.views[ref]
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active: the
@@ -626,22 +621,57 @@ def _model(
     return event
 
 
+def _stage_view(repo: GraphRepository, ref: GraphRef, view: GraphView) -> None:
+    """Stage the pair rows and the concepts `view` changed (it keeps them
+    while folding). The concepts as their records' JSON: what settles them
+    is a scan or a commit, which read bytes (a rule reads concepts through
+    `_ViewRows.settle_concepts`)."""
+    if view.has_concept_changes:
+        repo.put_encoded_concepts(ref, view.encoded_concepts())
+    if view.has_row_changes:
+        repo.put_rows(ref, view.row_records())
+
+
+class _Held:
+    """The state's repository for what its transaction holds (its views,
+    their loader and eviction, the settling of their changes), reached
+    through a weak reference to that transaction: a strong one would make a
+    cycle, so a state let go of (a forget's scratch state, the whole graph
+    it re-folded) would wait for the cyclic collector to be freed."""
+
+    def __init__(self, txn: Transaction, params: GraphParams) -> None:
+        self._txn, self._decay = weakref.ref(txn), params.decay
+
+    @property
+    def repo(self) -> GraphRepository:
+        txn = self._txn()
+        if txn is None:
+            raise RuntimeError("the partition state these views belong to is gone")
+        return GraphRepository(txn)
+
+    def load_view(self, ref: GraphRef) -> GraphView:
+        return load_view(self.repo, ref, self._decay)
+
+    def stage_view(self, ref: GraphRef, view: GraphView) -> None:
+        _stage_view(self.repo, ref, view)
+
+
 class _ViewRows:
     """The pair rows and concepts the loaded views changed, staged when the
     transaction settles (before a scan or a commit; the concepts alone before
     a concept is read): each changed record written once."""
 
-    def __init__(self, state: PartitionState) -> None:
-        self._state = state
+    def __init__(self, held: _Held, views: Views) -> None:
+        self._held, self._views = held, views
 
     def settle(self) -> None:
-        for ref, view in self._state.views.loaded().items():
-            self._state._write_rows(ref, view)
+        for ref, view in self._views.loaded().items():
+            self._held.stage_view(ref, view)
 
     def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
-        view = self._state.views.loaded().get(ref)
+        view = self._views.loaded().get(ref)
         if view is not None and view.has_concept_changes:
-            self._state.repo.put_concepts(ref, view.concept_records(ids))
+            self._held.repo.put_concepts(ref, view.concept_records(ids))
 
     def drop(self) -> None:
         """A rollback: the state is reopened from the store (its views with it)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import weakref
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 
@@ -98,7 +99,7 @@ class GraphView:
         self._id_text = np.zeros(0, dtype=np.uint8)  # every slot's id in UTF-8 (`_id_bytes`)
         self._id_bounds = np.zeros(1, dtype=np.int64)
         self._adjacency = Adjacency()
-        self._adjacency.on_new_edges = self._file_new_edges
+        self._adjacency.on_new_edges = _weakly(self._file_new_edges)  # the view holds the adjacency: no cycle
         self.passage_ids: list[list[str]] = []
         # Where each passage sits: turn id -> (session, seq), and per session
         # seq -> turn id (context looks up a passage's neighbours by seq).
@@ -679,6 +680,20 @@ def _appended(buffer: np.ndarray, used: int, raw: bytes) -> np.ndarray:
         buffer = grown
     buffer[used:end] = np.frombuffer(raw, dtype=np.uint8)
     return buffer
+
+
+def _weakly(method: Callable[..., None]) -> Callable[..., None]:
+    """`method` of an object, called while the object lives, without
+    keeping it alive: a view dropped (evicted, loaded again compact, replaced
+    by a forget's re-fold) is then freed as it goes, with its lists and
+    arrays, instead of waiting for the cyclic collector to find it."""
+    held = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> None:
+        bound = held()
+        if bound is not None:
+            bound(*args)
+    return call
 
 
 def _pop_due(heap: list, until_s: float) -> Iterable[tuple]:

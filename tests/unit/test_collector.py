@@ -1,14 +1,15 @@
 """The cyclic garbage collector is paused while a batch is folded, and never left off."""
 
 import gc
+import weakref
 
 import pytest
 
 from emgas.processors.codec import encode
-from emgas.processors.graph import GraphParams
+from emgas.processors.graph import GraphParams, GraphRef
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.reader import LogRecord
-from emgas.state import projector
+from emgas.state import keys, projector
 from emgas.state.collector import collector_paused
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
@@ -59,3 +60,29 @@ def test_a_batch_and_a_replay_fold_with_the_collector_paused(monkeypatch):
     fold_records(PartitionState(MemoryStore(), GraphParams()), records, Selection(), FoldCounts())
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def test_a_state_and_its_views_let_go_of_are_freed_without_the_collector():
+    """No reference cycle holds them (a forget's scratch state is a whole
+    graph re-folded: the collector would traverse all of it to free it)."""
+    gc.disable()
+    state = PartitionState(MemoryStore(), GraphParams())
+    state.apply_batch([(ingested("g", f"t{k}", {"kafka": 0.5, "lag": 0.3, f"w{k}": 0.2}), k, None) for k in range(3)])
+    view = state.view("g")
+    assert view is not None and view.edges > 0
+    freed_state, freed_view, freed_txn = weakref.ref(state), weakref.ref(view), weakref.ref(state.txn)
+    state.views.pop(view.ref)
+    del view
+    assert freed_view() is None
+    del state
+    assert freed_state() is None and freed_txn() is None
+
+
+def test_a_repository_kept_alone_still_settles_its_views():
+    """The transaction holds the views: what they keep is staged even once the state is let go of."""
+    state = PartitionState(MemoryStore(), GraphParams())
+    state.apply_batch([(ingested("g", "t1", {"kafka": 0.5, "lag": 0.3}), 0, None)])
+    repo = state.repo
+    del state
+    stored = dict(repo.store.scan(b""))  # a scan settles the views' changes first
+    assert keys.row(GraphRef("g", 1), "kafka") in stored
