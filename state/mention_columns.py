@@ -68,6 +68,11 @@ class FoldedMentions:
     texts: dict[int, str]  # column -> its text, where the run changed it (new concepts included)
 
 
+# Up to this many mentions in a run, the tied columns' texts are found a
+# mention at a time (`_earliest_texts_one_by_one`) rather than with arrays.
+_FEW_MENTIONS = 256
+
+
 class MentionColumns:
     """A run's mentions of one graph version, gathered (`ticked`, `turn`)
     and folded at once (`fold`) onto the concepts held in `columns`
@@ -187,6 +192,27 @@ class MentionColumns:
         here: the smallest text of the column's earliest mentions (the tied
         columns' mentions sorted by column, then time, at once), against
         the held one."""
+        if len(slot) <= _FEW_MENTIONS:
+            best, earliest_us = self._earliest_texts_one_by_one(set(tied), len(c.tie))
+        else:
+            best, earliest_us = self._earliest_texts(tied, c, slot, at_us)
+        # A held column is tied when a mention came at its created_at, which
+        # only ever moves earlier: its earliest mention is at or before the
+        # held creation, and the held text competes only when it is at it.
+        held = np.asarray(tied, dtype=np.int64)
+        held = held[~c.fresh_before[held]]
+        held = held[c.held_created_us[held] == earliest_us[held]]
+        held_texts = self._columns.text
+        for k, at in zip(held.tolist(), c.slots[held].tolist()):
+            if held_texts[at] < best[k]:
+                best[k] = held_texts[at]
+        return best
+
+    def _earliest_texts(
+        self, tied: list[int], c: _Held, slot: np.ndarray, at_us: np.ndarray,
+    ) -> tuple[dict[int, str], np.ndarray]:
+        """Per tied column, the smallest text of its earliest mentions, and
+        per column the time of its earliest mention (0 where not tied)."""
         is_tied = np.zeros(len(c.tie), dtype=bool)
         is_tied[tied] = True
         of_tied = np.flatnonzero(is_tied[slot])  # the mentions of tied columns
@@ -202,17 +228,24 @@ class MentionColumns:
             text = best.get(k)
             if text is None or texts[m] < text:
                 best[k] = texts[m]
-        # A held column is tied when a mention came at its created_at, which
-        # only ever moves earlier: its earliest mention is at or before the
-        # held creation, and the held text competes only when it is at it.
-        held = np.asarray(tied, dtype=np.int64)
-        held = held[~c.fresh_before[held]]
-        held = held[c.held_created_us[held] == earliest_us[held]]
-        held_texts = self._columns.text
-        for k, at in zip(held.tolist(), c.slots[held].tolist()):
-            if held_texts[at] < best[k]:
-                best[k] = held_texts[at]
-        return best
+        return best, earliest_us
+
+    def _earliest_texts_one_by_one(self, tied: set[int], columns: int) -> tuple[dict[int, str], np.ndarray]:
+        """`_earliest_texts`, a mention at a time: for a short run, cheaper than its dozen array operations."""
+        best: dict[int, str] = {}
+        earliest: dict[int, int] = {}
+        for k, us, text in zip(self._slot, self._at_us, self._texts):
+            if k not in tied:
+                continue
+            first = earliest.get(k)
+            if first is None or us < first:
+                earliest[k], best[k] = us, text
+            elif us == first and text < best[k]:
+                best[k] = text
+        earliest_us = np.zeros(columns, dtype=np.int64)
+        if earliest:
+            earliest_us[list(earliest)] = list(earliest.values())
+        return best, earliest_us
 
     def _by_mentions(self, ids: list[str], slots: np.ndarray) -> FoldedMentions:
         """`fold` one mention at a time (`Mentions`), where the kernel cannot."""
