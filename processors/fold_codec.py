@@ -316,13 +316,19 @@ _PARAMS: dict[bytes, DecayParams] = {}  # a race between threads writes an equal
 
 def _event_time(timestamp: str) -> datetime | None:
     """`EventTime`'s value of a canonical timestamp; None when one is in doubt."""
+    at = canonical_time(timestamp)
+    return at if at is not None and EARLIEST_EVENT_TIME <= at < LATEST_EVENT_TIME else None
+
+
+def canonical_time(timestamp: str) -> datetime | None:
+    """An aware datetime written as pydantic writes one (seconds, µs when
+    there are any, Z or an offset), as pydantic reads it; None otherwise."""
     if not _CANONICAL_TIME.match(timestamp):
         return None
     try:
-        at = datetime.fromisoformat(timestamp)
+        return datetime.fromisoformat(timestamp)
     except ValueError:  # no such day or hour (the 13th month, 25 o'clock)
         return None
-    return at if EARLIEST_EVENT_TIME <= at < LATEST_EVENT_TIME else None
 
 
 def _identifier(value: str) -> bool:

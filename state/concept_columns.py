@@ -98,6 +98,13 @@ class ConceptColumns:
 
     def put_values(self, slot: int, values: list) -> None:
         """The slot's values become `values` (`Mentions`' order), to be written."""
+        self.load_values(slot, values)
+        self.unwritten[slot] = True
+        self.any_unwritten = True
+
+    def load_values(self, slot: int, values: list) -> None:
+        """The slot's values become `values` (`Mentions`' order) as a record
+        holds them (`put` without a model)."""
         text, count, activation, created, last, decayed, retrievals, first, latest = values
         self.text[slot] = text
         self.activation[slot], self.mentions[slot], self.retrievals[slot] = activation, count, retrievals
@@ -105,8 +112,21 @@ class ConceptColumns:
         self.last[slot], self.last_us[slot] = last, to_us(last)
         self.decayed[slot], self.decayed_us[slot] = decayed, NONE_US if decayed is None else to_us(decayed)
         self.first_retrieved[slot], self.last_retrieved[slot] = first, latest
-        self.unwritten[slot] = self.unfiled[slot] = True
-        self.any_unwritten = True
+        self.unfiled[slot] = True
+
+    def load_many(self, first: int, rows: list[list]) -> None:
+        """`load_values` of each of `rows` into the slots from `first` on, a column at a time."""
+        if not rows:
+            return
+        at = slice(first, first + len(rows))
+        text, count, activation, created, last, decayed, retrievals, first_seen, latest = map(list, zip(*rows))
+        self.text[at] = text
+        self.activation[at], self.mentions[at], self.retrievals[at] = activation, count, retrievals
+        self.created[at], self.created_us[at] = created, [to_us(t) for t in created]
+        self.last[at], self.last_us[at] = last, [to_us(t) for t in last]
+        self.decayed[at], self.decayed_us[at] = decayed, [NONE_US if t is None else to_us(t) for t in decayed]
+        self.first_retrieved[at], self.last_retrieved[at] = first_seen, latest
+        self.unfiled[at] = True
 
     def values(self, slot: int) -> list:
         """The slot's values in `Mentions`' order."""

@@ -1,17 +1,29 @@
-"""Records encoded without their models: orjson, byte for byte what
-pydantic's `model_dump_json` writes for the same fields (compact, fields
-in declaration order, UTF-8, floats as their shortest round trip, aware
-datetimes in ISO 8601 with `Z` for UTC: `tests/unit/test_records.py`).
+"""Records encoded and decoded without their models.
 
-The fold writes thousands of concept and passage records per commit;
-encoding each from its plain values skips building a model first.
+Encoded: orjson, byte for byte what pydantic's `model_dump_json` writes
+for the same fields (compact, fields in declaration order, UTF-8, floats
+as their shortest round trip, aware datetimes in ISO 8601 with `Z` for
+UTC: `tests/unit/test_records.py`). The fold writes thousands of concept
+and passage records per commit; encoding each from its plain values skips
+building a model first.
+
+Decoded (`decode_concept`, `decode_passage_place`): what loading a graph's view
+reads of its concept and passage records, with msgspec, each value what
+the model would hold, or None where a record is not in the form the
+encoder writes (the caller validates its model then, which refuses it
+with its reason if it is invalid). Loading a view reads every record of
+the version: as models, most of a takeover's first query.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+import msgspec
 import orjson
+
+from emgas.processors.fold_codec import canonical_time
 
 _OPTIONS = orjson.OPT_UTC_Z
 
@@ -46,3 +58,64 @@ def dumps_flat(records: list[dict[str, Any]], first: str) -> list[bytes | None]:
     pieces[0] = pieces[0][len(head):]
     pieces[-1] = pieces[-1][:-1]
     return [head + piece + b"}" for piece in pieces]
+
+
+class _ConceptWire(msgspec.Struct):
+    """A concept record's fields (`ConceptState`), its times as written."""
+
+    id: str
+    text: str
+    count: int
+    base_activation: float
+    created_at: str
+    last_accessed: str
+    decayed_to: str | None = None
+    retrievals: int = 0
+    first_retrieved: str | None = None
+    last_retrieved: str | None = None
+
+
+class PassagePlace(msgspec.Struct):
+    """What a view reads of a passage record (`Passage`): its place in the
+    conversation and the concepts it names."""
+
+    turn_id: str
+    speaker: str
+    concept_ids: list[str]
+    session_id: str | None = None
+    seq: int = 0
+
+
+_CONCEPT = msgspec.json.Decoder(_ConceptWire)
+_PASSAGE = msgspec.json.Decoder(PassagePlace)
+
+
+def decode_concept(raw: bytes) -> tuple[str, list] | None:
+    """(id, `Mentions`' values: text, count, activation, created_at,
+    last_accessed, decayed_to, retrievals, first_retrieved, last_retrieved)
+    of a concept record; None where it is not as the encoder writes it."""
+    try:
+        wire = _CONCEPT.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    created, last = canonical_time(wire.created_at), canonical_time(wire.last_accessed)
+    decayed, first, latest = _time(wire.decayed_to), _time(wire.first_retrieved), _time(wire.last_retrieved)
+    if created is None or last is None or decayed is False or first is False or latest is False:
+        return None
+    return wire.id, [wire.text, wire.count, wire.base_activation, created, last, decayed, wire.retrievals, first, latest]
+
+
+def _time(value: str | None) -> datetime | None | bool:
+    """A nullable time field: None, its datetime, or False where it is not canonical."""
+    if value is None:
+        return None
+    at = canonical_time(value)
+    return False if at is None else at
+
+
+def decode_passage_place(raw: bytes) -> PassagePlace | None:
+    """A passage record's place and concepts; None where it is not as the encoder writes it."""
+    try:
+        return _PASSAGE.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None

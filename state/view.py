@@ -42,11 +42,16 @@ from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
+from emgas.state.records import PassagePlace, decode_concept, decode_passage_place
 from emgas.state.repository import GraphRepository, PendingPassage, from_us, to_us
 from emgas.state.rows import upper_arrays
 
 if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
     from emgas.state.turn_run import FoldedRun
+
+
+# A passage as a view files it: a record's model, the fold's pending one, or what loading reads of it.
+Placed = Passage | PendingPassage | PassagePlace
 
 
 def concept_due_s(concept: ConceptState, params: DecayParams) -> float:
@@ -171,6 +176,10 @@ class GraphView:
 
     def set_count(self, i: int, count: int) -> None:
         self._counts[i] = count
+
+    def set_counts(self, first: int, counts: list[int]) -> None:
+        """`set_count` of the nodes from `first` on."""
+        self._counts[first:first + len(counts)] = counts
 
     def load_pairs(self, a: np.ndarray, b: np.ndarray, counts: np.ndarray, lasts: np.ndarray | None = None) -> None:
         """Set every pair count (and last co-occurrence, µs) at once (a fresh view: loading)."""
@@ -436,7 +445,7 @@ class GraphView:
         Register: _stored_only, MarkRetrieval: _stored_only,
     }
 
-    def place(self, passage: Passage | PendingPassage) -> None:
+    def place(self, passage: Placed) -> None:
         if passage.turn_id in self.place_of:  # placed again: file it afresh
             self.forget_passage(passage.turn_id)
         key = (passage.session_id, passage.seq)
@@ -701,14 +710,26 @@ def _pop_due(heap: list, until_s: float) -> Iterable[tuple]:
         yield heapq.heappop(heap)
 
 
+def _concept_values(raw: bytes) -> tuple[str, list]:
+    """(id, `Mentions`' values) of a concept record (`records.decode_concept`)."""
+    decoded = decode_concept(raw)
+    if decoded is not None:
+        return decoded
+    concept = ConceptState.model_validate_json(raw)  # not as the encoder writes it: the model reads it, or says why not
+    return concept.id, [
+        concept.text, concept.count, concept.base_activation, concept.created_at, concept.last_accessed,
+        concept.decayed_to, concept.retrievals, concept.first_retrieved, concept.last_retrieved,
+    ]
+
+
 def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> GraphView:
     """Rebuild a graph version's view from the durable state."""
     view = GraphView(ref, decay)
-    for _, raw in repo.store.scan(keys.section(ref, b"c")):
-        concept = ConceptState.model_validate_json(raw)
-        i = view.node(concept.id, concept.text)
-        view.set_count(i, concept.count)
-        view.columns.put(i, concept)
+    concepts = [_concept_values(raw) for _, raw in repo.store.scan(keys.section(ref, b"c"))]
+    first = view.new_nodes([cid for cid, _ in concepts], [values[0] for _, values in concepts])
+    loaded = [values for _, values in concepts]
+    view.columns.load_many(first, loaded)
+    view.set_counts(first, [values[1] for values in loaded])
     row_prefix = keys.section(ref, b"r")
     rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
     a_array, b_array, count_array, last_array = upper_arrays(rows, view.index)
@@ -717,7 +738,9 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
     unlinked = links.unlinked_of(repo.store, ref)
     index, sources = view.index, view.passage_ids
     for _, raw in repo.store.scan(keys.section(ref, b"t")):  # in turn id order: each concept's sources in it too
-        passage = Passage.model_validate_json(raw)
+        passage: Placed | None = decode_passage_place(raw)
+        if passage is None:  # not as the encoder writes it: the model reads it, or says why not
+            passage = Passage.model_validate_json(raw)
         view.place(passage)
         gone = unlinked.get(passage.turn_id, ())
         for cid in passage.concept_ids:
