@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from emgas.processors.graph import GraphRef
+from emgas.processors.graph import GraphRef, concept_record
 from emgas.processors.pruning import PairTable
 from emgas.processors.pruning_group import GroupReads, PruningTick, TickDecision
 from emgas.state.repository import Entry, GraphRepository
@@ -34,23 +34,41 @@ from emgas.state.view import GraphView
 
 
 def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Sequence[PruningTick]) -> GroupReads:
-    """What the ticks read, loaded at once from the store and the view as
-    they are before the group's first tick."""
+    """What the ticks read, as it is before the group's first tick: the
+    concepts and their links from the view (its columns hold every live
+    concept's values, its sources every link: what the store holds, as
+    `load_view` would read it), the concepts each passage names from the store."""
     listed = sorted({c.id for tick in ticks for c in tick.concepts})
-    index = view.index
+    index, columns = view.index, view.columns
+    held = [cid for cid in listed if cid in index]
     neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
-    sources = {cid: tuple(view.passage_ids[index[cid]]) for cid in listed if cid in index}
+    sources = {cid: tuple(view.passage_ids[index[cid]]) for cid in held}
     passages = repo.passage_concepts(ref, sorted({t for turns in sources.values() for t in turns}))
-    candidates = [(c, t) for t, named in passages.items() for c in named]
-    table = view.pair_table((e.a, e.b) for tick in ticks for e in tick.edges)
     isolated = sorted({c.id for tick in ticks for c in tick.concepts if c.reason == "isolated"})
     return GroupReads(
-        concepts=repo.concepts(ref, listed),
-        pairs=dict(zip(table.edges, zip(table.counts.tolist(), table.last_us.tolist()))),
+        concepts={cid: concept_record(cid, columns.values(index[cid])) for cid in held},
+        pairs=view.pair_values((e.a, e.b) for tick in ticks for e in tick.edges),
         neighbours=neighbours, sources=sources, passages=passages,
-        links=repo.links(ref, candidates, passages),
+        links=_links(view, passages),
         isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),
     )
+
+
+def _links(view: GraphView, passages: dict[str, tuple[str, ...]]) -> frozenset[tuple[str, str]]:
+    """The (concept, turn) links of `passages` (turn id -> the concepts it
+    names) that exist: the turn is among the concept's sources."""
+    index, sources = view.index, view.passage_ids
+    turns_of: dict[str, set[str]] = {}
+    links = []
+    for turn_id, named in passages.items():
+        for cid in named:
+            turns = turns_of.get(cid)
+            if turns is None:
+                i = index.get(cid)
+                turns = turns_of[cid] = set() if i is None else set(sources[i])
+            if turn_id in turns:
+                links.append((cid, turn_id))
+    return frozenset(links)
 
 
 def apply_group(

@@ -280,14 +280,25 @@ class GraphView:
         """The pairs among `edges` (each (a, b), a < b) that exist, as a table
         in key order (the rows touched searched at once: `Adjacency.find`)."""
         edges = sorted(set(edges))
-        if not edges:
-            return PairTable()
-        index = self.index
-        rows = np.array([index.get(a, -1) for a, _ in edges], dtype=np.int64)
-        others = np.array([index.get(b, -1) for _, b in edges], dtype=np.int64)
-        found, counts, lasts = self._adjacency.find(rows, others)
+        found, counts, lasts = self._find(edges)
         hit = np.flatnonzero(found)
         return PairTable(tuple(edges[k] for k in hit.tolist()), counts[hit].astype(np.int64), lasts[hit].astype(np.int64))
+
+    def pair_values(self, edges: Iterable[Edge]) -> dict[Edge, tuple[int, int]]:
+        """The pairs among `edges` that exist, each as given -> (count, last µs), in no order."""
+        edges = list(set(edges))
+        found, counts, lasts = self._find(edges)
+        hit = np.flatnonzero(found).tolist()
+        return dict(zip([edges[k] for k in hit], zip(counts[hit].tolist(), lasts[hit].tolist())))
+
+    def _find(self, edges: list[Edge]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per edge (either way round), whether it exists, its count and its last µs."""
+        index = self.index
+        rows = np.fromiter((index.get(a, -1) for a, _ in edges), dtype=np.int64, count=len(edges))
+        others = np.fromiter((index.get(b, -1) for _, b in edges), dtype=np.int64, count=len(edges))
+        if not edges:
+            return np.zeros(0, dtype=np.bool_), rows, rows
+        return self._adjacency.find(rows, others)
 
     def edges_of(self, neighbours: dict[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
         """Per concept, its pairs with each of `neighbours[concept]` that exist
