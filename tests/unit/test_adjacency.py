@@ -1,5 +1,6 @@
 """The compact adjacency against a dict-of-dicts reference, on random operations."""
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ op = st.one_of(
     st.tuples(st.just("clear"), st.integers(0, N - 1)),
     st.tuples(st.just("remove_many"), st.sets(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), max_size=6)),
     st.tuples(st.just("read"), st.integers(0, N - 1)),  # merges the queued cliques
+    st.tuples(st.just("find"), st.sets(st.tuples(st.integers(0, N - 1), st.integers(0, N - 1)), max_size=6)),
     st.tuples(st.just("compact")),  # folds changed rows back into one CSR
 )
 
@@ -62,8 +64,6 @@ def apply_compact(adj: Adjacency, operation: tuple, known: int | None = None) ->
     elif kind == "remove":
         adj.remove(operation[1], operation[2])
     elif kind == "remove_many":
-        import numpy as np
-
         pairs = _distinct_pairs(operation[1])
         adj.remove_many(np.array([a for a, _ in pairs], dtype=np.int32), np.array([b for _, b in pairs], dtype=np.int32))
     elif kind == "clear":
@@ -94,6 +94,15 @@ def check_against_reference(operations: list) -> None:
             created += [(a, b) for i, a in enumerate(members) for b in members[i + 1:] if b not in ref[a]]
         apply_reference(ref, operation)
         apply_compact(adj, operation, known)
+        if operation[0] == "read":  # exact, with cliques queued or not
+            idx, cnt = adj.row(operation[1])
+            assert dict(zip(idx.tolist(), cnt.tolist())) == ref[operation[1]]
+        elif operation[0] == "find":
+            pairs = sorted(operation[1])
+            found, counts, _ = adj.find(np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]))
+            assert [(bool(f), int(c)) for f, c in zip(found, counts)] == [
+                (b in ref[a], ref[a].get(b, 0)) for a, b in pairs
+            ]
     _ = adj.edges  # reading them merges what is still queued
     for minimum in (1, 2, 3):
         rows, others, counts = adj.entries_at_least(minimum)
