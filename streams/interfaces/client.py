@@ -24,6 +24,7 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
     ActivationQuery, ContentEvent, DigestQuery, DigestReply, Forget, PassageQuery, SnapshotStarted, QueryParams, Reply, StatsQuery, Turn,
 )
+from emgas.streams.kafka.partitioner import KeyPartitioner
 from emgas.streams.kafka.requests import timeout_header
 from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
@@ -80,7 +81,7 @@ class MemoryClient:
         quiet_transient_kafka_errors()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._servers, acks="all", enable_idempotence=True, linger_ms=0,
-            **self.settings.kafka_options()
+            partitioner=KeyPartitioner(), **self.settings.kafka_options()
         )
         try:
             with connection_reasons() as reasons:

@@ -46,6 +46,7 @@ from emgas.processors.extract import encode_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.state import kernels
 from emgas.streams.errors import ServingStopped
+from emgas.streams.kafka.partitioner import KeyPartitioner
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
 from emgas.streams.runtime.intake import Intake
@@ -81,6 +82,7 @@ def faust_app(settings: Settings) -> App:
         web_port=settings.web_port,
         key_serializer="raw",
         value_serializer="raw",
+        producer_partitioner=KeyPartitioner(),  # the default one, each graph id hashed once
     )
 
 
