@@ -89,7 +89,7 @@ class TickDecision:
     kept: tuple[tuple[Edge, int, int], ...]
 
 
-class _Removed:
+class Removed:
     """What the ticks decided so far remove: concepts, edges (by `edge_key`),
     links, and the ends of the removed edges (their neighbours changed)."""
 
@@ -110,20 +110,22 @@ class _Removed:
 
 def decide_ticks(ticks: Iterable[PruningTick], reads: GroupReads) -> Iterator[TickDecision]:
     """Each tick's decision in turn, on `reads` less what the ticks before it removed."""
-    removed = _Removed()
+    removed = Removed()
     for tick in ticks:
         decision = decide_tick(tick, reads, removed)
         removed.add(decision)
         yield decision
 
 
-def decide_tick(tick: PruningTick, reads: GroupReads, removed: _Removed) -> TickDecision:
+def decide_tick(tick: PruningTick, reads: GroupReads, removed: Removed) -> TickDecision:
     """`evolve_decay` of `tick` at t on the group's reads less `removed`: of
-    what it lists, the concepts whose activation at t is below θ, the edges
-    whose retention R at t is below θ_e (the others kept), the concepts
-    listed as isolated that those removals leave without an edge (unless
-    they outlived their edges), the edges and links of the removed
-    concepts, and the passages none of the remaining concepts links to."""
+    what it lists, the concepts whose base activation at t is below θ
+    (`activation_at`: A · factor(t − t_ref), unitless), the edges whose
+    retention at t is below θ_e (R = exp(−Δt / (S · c(a, b))), Δt in s;
+    the others kept), the concepts listed as isolated that those removals
+    leave without an edge (unless they outlived their edges), the edges and
+    links of the removed concepts, and the passages none of the remaining
+    concepts links to."""
     at, decay = tick.timestamp, tick.params
     held = {c.id: reads.concepts[c.id] for c in tick.concepts if c.id in reads.concepts and c.id not in removed.concepts}
     activation = dict.fromkeys(c.id for c in tick.concepts if c.reason == "activation")  # each once, as the rule
@@ -149,7 +151,7 @@ def decide_tick(tick: PruningTick, reads: GroupReads, removed: _Removed) -> Tick
 
 
 def _expired_edges(
-    tick: PruningTick, reads: GroupReads, removed: _Removed, at, decay: DecayParams,  # noqa: ANN001 - a datetime
+    tick: PruningTick, reads: GroupReads, removed: Removed, at, decay: DecayParams,  # noqa: ANN001 - a datetime
 ) -> tuple[list[Edge], list[tuple[Edge, int, int]]]:
     """The listed edges that exist, in order: those whose retention at `at`
     is below θ_e (`edge_retention`, Δt = the µs since the last co-occurrence
@@ -169,7 +171,7 @@ def _expired_edges(
     return expired, kept
 
 
-def _neighbours(cid: str, reads: GroupReads, removed: _Removed) -> tuple[str, ...]:
+def _neighbours(cid: str, reads: GroupReads, removed: Removed) -> tuple[str, ...]:
     """`cid`'s neighbours less the edges removed (none for a removed concept)."""
     if cid in removed.concepts:
         return ()
@@ -190,7 +192,7 @@ def _lost(
     return [(pairs[other], pruned.get(other)) for other in live]
 
 
-def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: _Removed) -> tuple[str, ...]:
+def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: Removed) -> tuple[str, ...]:
     """The turns of `links` whose passage (held) no concept but the removed
     ones links to any more, in turn id order."""
     gone = set(concepts)

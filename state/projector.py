@@ -80,9 +80,9 @@ class PartitionState:
         self.repo = GraphRepository(self.txn)
         self.ledger = Ledger(self.txn)
         self.params = params
-        held = _Held(self.txn, params)
-        self.views = Views(self.repo.graph_refs(), held.load_view, on_evict=held.stage_view)
-        self.txn.defer(_ViewRows(held, self.views))
+        views = _ViewStore(self.txn, params)
+        self.views = Views(self.repo.graph_refs(), views.load_view, on_evict=views.stage_view)
+        self.txn.defer(_ViewRows(views, self.views))
         self._offset = self.repo.applied_offset()
         self._committed = self._offset
         self.last_rejection: str | None = None
@@ -632,8 +632,9 @@ def _stage_view(repo: GraphRepository, ref: GraphRef, view: GraphView) -> None:
         repo.put_rows(ref, view.row_records())
 
 
-class _Held:
-    """The state's repository for what its transaction holds (its views,
+class _ViewStore:
+    """Where the state's views load from and stage to: the state's
+    repository for what its transaction holds (its views,
     their loader and eviction, the settling of their changes), reached
     through a weak reference to that transaction: a strong one would make a
     cycle, so a state let go of (a forget's scratch state, the whole graph
@@ -661,17 +662,17 @@ class _ViewRows:
     transaction settles (before a scan or a commit; the concepts alone before
     a concept is read): each changed record written once."""
 
-    def __init__(self, held: _Held, views: Views) -> None:
-        self._held, self._views = held, views
+    def __init__(self, store: _ViewStore, views: Views) -> None:
+        self._store, self._views = store, views
 
     def settle(self) -> None:
         for ref, view in self._views.loaded().items():
-            self._held.stage_view(ref, view)
+            self._store.stage_view(ref, view)
 
     def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
         view = self._views.loaded().get(ref)
         if view is not None and view.has_concept_changes:
-            self._held.repo.put_concepts(ref, view.concept_records(ids))
+            self._store.repo.put_concepts(ref, view.concept_records(ids))
 
     def drop(self) -> None:
         """A rollback: the state is reopened from the store (its views with it)."""
