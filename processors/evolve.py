@@ -23,7 +23,7 @@ from emgas.processors.graph import (
     ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
 )
 from emgas.processors.pruning import (
-    PairState, PairTable, expired_concepts, expired_mask, isolated_ids, outlived_its_edges, pair_state,
+    PairState, PairTable, expired_concepts, expired_mask, isolated_ids, lost_edges, outlived_its_edges, pair_state,
 )
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Refolded,
@@ -144,7 +144,7 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     isolated = {
         c.id for c in event.concepts
         if c.reason == "isolated"
-        and not outlived_its_edges(s.concepts.get(c.id), _lost(s.isolated_edges.get(c.id, {}), pruned), decay)
+        and not outlived_its_edges(s.concepts.get(c.id), lost_edges(s.isolated_edges.get(c.id, {}), pruned), decay)
     }
     neighbours = lambda cid: s.neighbours.get(cid, ())  # noqa: E731
     concepts += isolated_ids(concepts, edges, neighbours, isolated.__contains__)
@@ -169,11 +169,6 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
         *(RemoveLink(cid, turn_id) for cid, turn_id in links),
         *(PrunePassage(turn_id) for turn_id in orphaned),
     )
-
-
-def _lost(edges: Mapping[str, PairState], pruned: Mapping[str, ConceptState]) -> list[tuple[PairState, ConceptState | None]]:
-    """Each edge with its partner when the tick prunes the partner for its activation."""
-    return [(pair, pruned.get(other)) for other, pair in sorted(edges.items())]
 
 
 @evolve.register

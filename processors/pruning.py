@@ -142,12 +142,18 @@ def _expired_one_by_one(table: PairTable, at: datetime, params: DecayParams) -> 
     same decisions: numpy's exp differs from `math.exp` by an ulp or so, so
     only a retention within 2^-40 of θ_e could fall on the other side, and
     `expired_mask` computes those with `math.exp` too."""
-    at_us, threshold = microseconds(at), params.edge_threshold
+    at_us = microseconds(at)
     return np.array(
-        [edge_retention((at_us - us) / 1e6, count, params) < threshold
-         for count, us in zip(table.counts.tolist(), table.last_us.tolist())],
+        [edge_expired(count, us, at_us, params) for count, us in zip(table.counts.tolist(), table.last_us.tolist())],
         dtype=np.bool_,
     )
+
+
+def edge_expired(count: int, last_us: int, at_us: int, params: DecayParams) -> bool:
+    """Whether an edge of count c(a, b) last co-occurring at `last_us` has a
+    retention at `at_us` below θ_e: `edge_retention(Δt, c) < edge_threshold`,
+    Δt the µs between over 10^6 (as `total_seconds`), with `math.exp`."""
+    return edge_retention((at_us - last_us) / 1e6, count, params) < params.edge_threshold
 
 
 def edge_retentions(table: PairTable, at: datetime, params: DecayParams) -> list[float]:
@@ -210,6 +216,15 @@ def edge_end_s(pair: PairState, partner: ConceptState | None, params: DecayParam
         remaining = time_to_threshold(partner.base_activation, partner.reinforcements, params)
         end = min(end, seconds(partner.decay_reference) + remaining)
     return end
+
+
+def lost_edges(
+    edges: Mapping[str, PairState], pruned: Mapping[str, ConceptState],
+) -> list[tuple[PairState, ConceptState | None]]:
+    """Each of a concept's lost edges (neighbour id -> pair), in neighbour id
+    order, with its partner when the tick prunes the partner for its
+    activation (`pruned`): what `outlived_its_edges` reads."""
+    return [(pair, pruned.get(other)) for other, pair in sorted(edges.items())]
 
 
 def outlived_its_edges(

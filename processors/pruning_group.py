@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
-from emgas.processors.dynamics import DecayParams, edge_retention, microseconds
+from emgas.processors.dynamics import DecayParams, microseconds
 from emgas.processors.graph import ConceptState, activation_at
-from emgas.processors.pruning import Edge, PairState, edge_key, isolated_ids, outlived_its_edges
+from emgas.processors.pruning import Edge, PairState, edge_expired, edge_key, isolated_ids, lost_edges, outlived_its_edges
 
 Link = tuple[str, str]  # (concept id, turn id)
 
@@ -100,10 +100,9 @@ class Removed:
         self.touched: set[str] = set()
 
     def add(self, decision: TickDecision) -> None:
-        for a, b in decision.edges:
-            self.edges.add((a, b) if a < b else (b, a))
-            self.touched.add(a)
-            self.touched.add(b)
+        for edge in decision.edges:
+            self.edges.add(edge_key(edge))
+            self.touched.update(edge)
         self.concepts.update(decision.concepts)
         self.links.update(decision.links)
 
@@ -154,9 +153,8 @@ def _expired_edges(
     tick: PruningTick, reads: GroupReads, removed: Removed, at, decay: DecayParams,  # noqa: ANN001 - a datetime
 ) -> tuple[list[Edge], list[tuple[Edge, int, int]]]:
     """The listed edges that exist, in order: those whose retention at `at`
-    is below θ_e (`edge_retention`, Δt = the µs since the last co-occurrence
-    over 10^6), and the others with (count, last µs)."""
-    at_us, threshold, pairs, gone = microseconds(at), decay.edge_threshold, reads.pairs, removed.edges
+    is below θ_e (`edge_expired`), and the others with (count, last µs)."""
+    at_us, pairs, gone = microseconds(at), reads.pairs, removed.edges
     expired: list[Edge] = []
     kept: list[tuple[Edge, int, int]] = []
     for edge in sorted({(e.a, e.b) for e in tick.edges}):
@@ -164,7 +162,7 @@ def _expired_edges(
         if pair is None or edge_key(edge) in gone:
             continue
         count, last_us = pair
-        if edge_retention((at_us - last_us) / 1e6, count, decay) < threshold:
+        if edge_expired(count, last_us, at_us, decay):
             expired.append(edge)
         else:
             kept.append((edge, count, last_us))
@@ -179,17 +177,15 @@ def _neighbours(cid: str, reads: GroupReads, removed: Removed) -> tuple[str, ...
     if cid not in removed.touched:
         return found
     gone = removed.edges
-    return tuple(other for other in found if ((cid, other) if cid < other else (other, cid)) not in gone)
+    return tuple(other for other in found if edge_key((cid, other)) not in gone)
 
 
 def _lost(
     cid: str, neighbours: Mapping[str, tuple[str, ...]], reads: GroupReads, pruned: Mapping[str, ConceptState],
 ) -> list[tuple[PairState, ConceptState | None]]:
-    """Each of `cid`'s live edges (by neighbour id) with its partner when the
-    tick prunes the partner for its activation (`evolve._lost`)."""
+    """`lost_edges` of `cid`'s live edges (its neighbours less what the group removed)."""
     pairs = reads.isolated_edges.get(cid, {})
-    live = sorted(other for other in neighbours.get(cid, ()) if other in pairs)
-    return [(pairs[other], pruned.get(other)) for other in live]
+    return lost_edges({other: pairs[other] for other in neighbours.get(cid, ()) if other in pairs}, pruned)
 
 
 def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: Removed) -> tuple[str, ...]:

@@ -98,13 +98,6 @@ class ConceptColumns:
 
     def put_values(self, slot: int, values: list) -> None:
         """The slot's values become `values` (`Mentions`' order), to be written."""
-        self.load_values(slot, values)
-        self.unwritten[slot] = True
-        self.any_unwritten = True
-
-    def load_values(self, slot: int, values: list) -> None:
-        """The slot's values become `values` (`Mentions`' order) as a record
-        holds them (`put` without a model)."""
         text, count, activation, created, last, decayed, retrievals, first, latest = values
         self.text[slot] = text
         self.activation[slot], self.mentions[slot], self.retrievals[slot] = activation, count, retrievals
@@ -112,10 +105,12 @@ class ConceptColumns:
         self.last[slot], self.last_us[slot] = last, to_us(last)
         self.decayed[slot], self.decayed_us[slot] = decayed, NONE_US if decayed is None else to_us(decayed)
         self.first_retrieved[slot], self.last_retrieved[slot] = first, latest
-        self.unfiled[slot] = True
+        self.unwritten[slot] = self.unfiled[slot] = True
+        self.any_unwritten = True
 
     def load_many(self, first: int, rows: list[list]) -> None:
-        """`load_values` of each of `rows` into the slots from `first` on, a column at a time."""
+        """The slots from `first` on take `rows`' values (`Mentions`' order)
+        as loaded records hold them (`put` without a model each), a column at a time."""
         if not rows:
             return
         at = slice(first, first + len(rows))

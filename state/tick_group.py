@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from emgas.processors.graph import GraphRef, concept_record
-from emgas.processors.pruning import PairTable
+from emgas.processors.pruning import PairTable, edge_key
 from emgas.processors.pruning_group import GroupReads, PruningTick, TickDecision
 from emgas.state.repository import Entry, GraphRepository
 from emgas.state.view import GraphView
@@ -87,7 +87,7 @@ def apply_group(
     for _, _, decision in decided:
         if decision.kept:
             view.note_pairs(_table(decision.kept))
-    edges = {(a, b) if a < b else (b, a) for _, _, decision in decided for a, b in decision.edges}
+    edges = {edge_key(edge) for _, _, decision in decided for edge in decision.edges}
     view.remove_edges(sorted(edges))
     for _, _, decision in decided:
         for cid in decision.concepts:

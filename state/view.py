@@ -23,7 +23,7 @@ import heapq
 import math
 import weakref
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from emgas.processors.writes import (
 )
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.processors.pruning import Edge, PairState, PairTable, edge_key, pair_state
+from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
 from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
@@ -313,14 +313,6 @@ class GraphView:
         """Apply an event's writes in order."""
         for write in writes:
             self.apply(write)
-
-    def apply_pruning(self, writes: Sequence[Write]) -> None:
-        """Apply the writes of pruning ticks decided together
-        (`state.tick_group`): their edges removed at once, first (every end
-        is live before the first tick), then the rest in order."""
-        edges = {edge_key(edge) for w in writes if isinstance(w, RemovePairs) for edge in w.edges}
-        self.remove_edges(sorted(edges))  # each once, whichever way round a tick listed it
-        self.apply_all(w for w in writes if not isinstance(w, RemovePairs))
 
     def add_turns(self, run: FoldedRun) -> None:
         """Apply a run of new turns (`state.turn_run`): what each turn's writes

@@ -269,21 +269,14 @@ def test_a_consolidation_inside_a_run_keeps_only_the_members_present_at_its_time
     assert state.repo.meta(ref).consolidated_to == T0 + timedelta(hours=22)
 
 
-def _failing_in_group(hours: float, decide):
-    """`decide` (a tick's decision in its group), raising for the tick at `hours`."""
-    def failing(tick, reads, removed):
-        if tick.timestamp == T0 + timedelta(hours=hours):
-            raise ValueError("poison")
-        return decide(tick, reads, removed)
-    return failing
-
-
-def _failing_on(hours: float, evolve):
-    """`evolve`, raising for the event at `hours` (a poison event, as far as the fold can tell)."""
-    def failing(event, s, params):
+def _failing_on(hours: float, decide):
+    """`decide` (a rule's evolve, or a tick's decision in its group: the
+    event first), raising for the event at `hours` (a poison event, as far
+    as the fold can tell)."""
+    def failing(event, *rest):
         if event.timestamp == T0 + timedelta(hours=hours):
             raise ValueError("poison")
-        return evolve(event, s, params)
+        return decide(event, *rest)
     return failing
 
 
@@ -294,7 +287,7 @@ def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_tim
               pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
     rule = rules.RULES[Decay]
     monkeypatch.setitem(rules.RULES, Decay, dataclasses.replace(rule, evolve=_failing_on(poison, rule.evolve)))
-    monkeypatch.setattr(pruning_group, "decide_tick", _failing_in_group(poison, pruning_group.decide_tick))
+    monkeypatch.setattr(pruning_group, "decide_tick", _failing_on(poison, pruning_group.decide_tick))
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED in one_by_one
