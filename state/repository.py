@@ -252,7 +252,7 @@ class GraphRepository:
         self.store.stage(dict(zip(keys.concepts(ref, concepts), concepts.values())))
 
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
-        """The stored pairs among `edges` (each (a, b) with a < b)."""
+        """The stored pairs among `edges` (each (a, b) with a < b: in a's row)."""
         edges = list(edges)
         rows = self.rows_of(ref, sorted({a for a, _ in edges}))
         found = {}
@@ -273,16 +273,6 @@ class GraphRepository:
             settle()
         raws = self.store.multi_get([keys.row(ref, cid) for cid in cids])
         return {cid: RowLookup(raw) for cid, raw in zip(cids, raws)}
-
-    def edges_of(self, ref: GraphRef, neighbours: Mapping[str, Iterable[str]]) -> dict[str, dict[str, PairState]]:
-        """Per concept, its stored pairs with each of `neighbours[concept]` (neighbour -> pair)."""
-        rows = self.rows_of(ref, list(neighbours))
-        found: dict[str, dict[str, PairState]] = {}
-        for cid, others in neighbours.items():
-            row = rows[cid]
-            entries = {o: row.get(o) for o in others}
-            found[cid] = {o: pair_state(e[0], from_us(e[1])) for o, e in entries.items() if e is not None}
-        return found
 
     def links(
         self, ref: GraphRef, candidates: list[tuple[str, str]], named: Mapping[str, tuple[str, ...]] | None = None,

@@ -1,9 +1,12 @@
 """Pair counts as rows: one record per concept, not one per pair.
 
-A concept's row holds every edge it has: each neighbour's id with the
-pair's count c(x, y) and last co-occurrence (µs since 1970), sorted by
-neighbour id. Each edge is in both its ends' rows, so restoring reads
-whole rows and a tick reads the rows of the concepts it names.
+A concept's row holds its edges to the concepts whose ids come after its
+own: each such neighbour's id with the pair's count c(x, y) and last
+co-occurrence (µs since 1970), sorted by neighbour id. So each edge is
+kept once, in its lower end's row, and a concept whose neighbours all come
+before it has no row. Rows written by earlier versions held every edge in
+both its ends' rows; every reader takes a row's entries past its own id only
+(`upper_rows`), so those read the same.
 
 The fold does not read or write rows per turn: the graph's view keeps
 every pair in its adjacency (`state.adjacency`), where a turn's

@@ -222,7 +222,7 @@ def _in_key_order(kinds: dict[bytes, Records]) -> Records:
 
 
 def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
-    """The inverse of `as_pairs`: pair records become their ends' rows (in key order)."""
+    """The inverse of `as_pairs`: pair records become their lower ends' rows (in key order)."""
     out: Records = []
     for prefix, kinds in _by_version(records):
         if prefix is None:
@@ -236,25 +236,18 @@ def as_rows(records: Iterable[tuple[bytes, bytes]]) -> Records:
 
 
 def _rows_of(prefix: bytes, pairs: Records) -> Records:
-    """A version's rows from its pair records: each pair an entry of both its
-    ends' rows, a row's entries by neighbour id (`state.rows`' record: its
-    entries' count and last as the pair's value bytes, then the ids)."""
+    """A version's rows from its pair records (in key order: by lower end,
+    then upper): each pair an entry of its lower end's row (`state.rows`'
+    record: its entries' count and last as the pair's value bytes, then the
+    ids)."""
     start = len(prefix) + 2
-    entries: list[tuple[bytes, bytes, bytes]] = []
-    for key, value in pairs:
-        a, b = key[start:].split(keys.SEP)
-        entries += ((a, b, value), (b, a, value))
-    entries.sort(key=_row_then_neighbour)
+    entries = [(lower, upper, value) for (lower, upper), value in ((key[start:].split(keys.SEP), value) for key, value in pairs)]
     head = prefix + b"r" + keys.SEP
     rows: Records = []
     for cid, group in itertools.groupby(entries, key=_row):
         row = list(group)
         rows.append((head + cid, struct.pack(">I", len(row)) + b"".join(e[2] for e in row) + b"\x00".join(e[1] for e in row)))
     return rows
-
-
-def _row_then_neighbour(entry: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes]:
-    return entry[0], entry[1]
 
 
 def _row(entry: tuple[bytes, bytes, bytes]) -> bytes:

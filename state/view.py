@@ -103,6 +103,7 @@ class GraphView:
         self._ranked: np.ndarray | None = None  # each slot's place in it
         self._id_text = np.zeros(0, dtype=np.uint8)  # every slot's id in UTF-8 (`_id_bytes`)
         self._id_bounds = np.zeros(1, dtype=np.int64)
+        self._row_stored = np.zeros(0, dtype=np.bool_)  # per slot: whether the store holds a row record of it
         self._adjacency = Adjacency()
         self._adjacency.on_new_edges = _weakly(self._file_new_edges)  # the view holds the adjacency: no cycle
         self.passage_ids: list[list[str]] = []
@@ -202,31 +203,63 @@ class GraphView:
         ids, index = self.ids, self.index
         changed = np.fromiter(dirty, dtype=np.int64, count=len(dirty))
         dead = self.columns.dead[changed]
+        stored = self._rows_stored()
         records: dict[str, bytes | None] = {}
         live = set(changed[~dead].tolist())
-        for cid in {ids[i] for i in changed[dead].tolist()}:  # a removed concept's: none, or its new slot's
-            i = index.get(cid)
-            if i is None:
+        for i in changed[dead].tolist():  # a removed concept's: none, or its new slot's
+            cid = ids[i]
+            now = index.get(cid)
+            if now is not None:  # its record is the new slot's to write, or to delete
+                live.add(now)
+                stored[now] |= stored[i]
+            elif stored[i]:
                 records[cid] = None
-            else:
-                live.add(i)
-        slots = sorted(live)
-        ptr, neighbours, counts, lasts = self._adjacency.gather(np.array(slots, dtype=np.int64))
-        lengths = np.diff(ptr)
-        if not len(neighbours):
-            records.update({ids[i]: None for i in slots})
-            return records
-        order = kernels.sorted_within_rows(ptr, self._rank()[neighbours])  # each row's entries in id order
-        full = lengths > 0
-        payload, at = kernels.row_payloads(
-            lengths[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
-            neighbours[order].astype(np.int64), *self._id_bytes(),
-        )
-        data, at = payload.tobytes(), at.tolist()
-        written = [ids[slot] for slot, n in zip(slots, full.tolist()) if n]
-        records.update(zip(written, map(data.__getitem__, map(slice, at, at[1:]))))
-        records.update((ids[slot], None) for slot, n in zip(slots, full.tolist()) if not n)
+            stored[i] = False
+        rank = self._rank()
+        slots = np.fromiter(live, dtype=np.int64, count=len(live))
+        slots = slots[np.argsort(rank[slots], kind="stable")]  # in id order: the keys' order
+        ptr, neighbours, counts, lasts = self._upper_rows(slots, rank)
+        full = np.diff(ptr) > 0
+        if len(neighbours):
+            order = kernels.sorted_within_rows(ptr, rank[neighbours])  # each row's entries in id order
+            payload, at = kernels.row_payloads(
+                np.diff(ptr)[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
+                neighbours[order].astype(np.int64), *self._id_bytes(),
+            )
+            data, bounds = payload.tobytes(), at.tolist()
+            records.update(zip(
+                [ids[slot] for slot in slots[full].tolist()], map(data.__getitem__, map(slice, bounds, bounds[1:])),
+            ))
+        emptied = slots[~full]
+        records.update((ids[slot], None) for slot in emptied[stored[emptied]].tolist())  # none stored: none to delete
+        stored[slots[full]] = True
+        stored[emptied] = False
         return records
+
+    def _rows_stored(self) -> np.ndarray:
+        """Per slot, whether the store holds its row (grown to every slot)."""
+        if len(self._row_stored) < len(self.ids):
+            grown = np.zeros(max(len(self.ids), 2 * len(self._row_stored)), dtype=np.bool_)
+            grown[: len(self._row_stored)] = self._row_stored
+            self._row_stored = grown
+        return self._row_stored
+
+    def rows_loaded(self, cids: Iterable[str]) -> None:
+        """The store holds rows of these concepts (a view loaded from it)."""
+        stored, index = self._rows_stored(), self.index
+        stored[[index[cid] for cid in cids]] = True
+
+    def _upper_rows(self, slots: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The entries of `slots`' rows whose neighbour's id is past the row's
+        own (`state.rows`: each edge is kept in its lower end's row), one row
+        after another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1])."""
+        ptr, neighbours, counts, lasts = self._adjacency.gather(slots)
+        lengths = np.diff(ptr)
+        upper = rank[neighbours] > np.repeat(rank[slots], lengths)
+        kept = np.bincount(np.repeat(np.arange(len(slots)), lengths)[upper], minlength=len(slots))
+        ptr = np.zeros(len(slots) + 1, dtype=np.int64)
+        np.cumsum(kept, out=ptr[1:])
+        return ptr, neighbours[upper], counts[upper], lasts[upper]
 
     def _id_bytes(self) -> tuple[np.ndarray, np.ndarray]:
         """Every slot's id in UTF-8, one after another, and where each
@@ -734,7 +767,8 @@ def load_view(repo: GraphRepository, ref: GraphRef, decay: DecayParams) -> Graph
     view.columns.load_many(first, loaded)
     view.set_counts(first, [values[1] for values in loaded])
     row_prefix = keys.section(ref, b"r")
-    rows = ((key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix))
+    rows = [(key[len(row_prefix):].decode(), raw) for key, raw in repo.store.scan(row_prefix)]
+    view.rows_loaded(cid for cid, _ in rows)
     a_array, b_array, count_array, last_array = upper_arrays(rows, view.index)
     view.file_loaded_edges(a_array, b_array, count_array, last_array)
     view.load_pairs(a_array, b_array, count_array, last_array)
