@@ -621,15 +621,25 @@ def _model(
     return event
 
 
-def _stage_view(repo: GraphRepository, ref: GraphRef, view: GraphView) -> None:
-    """Stage the pair rows and the concepts `view` changed (it keeps them
-    while folding). The concepts as their records' JSON: what settles them
-    is a scan or a commit, which read bytes (a rule reads concepts through
-    `_ViewRows.settle_concepts`)."""
+def _view_records(ref: GraphRef, view: GraphView) -> dict[bytes, bytes | None]:
+    """The records of the concepts and pair rows `view` changed since they
+    were last taken (it keeps them while folding), by key: the concepts as
+    their JSON (a rule reads concepts through `_ViewRows.settle_concepts`)."""
+    records: dict[bytes, bytes | None] = {}
     if view.has_concept_changes:
-        repo.put_encoded_concepts(ref, view.encoded_concepts())
+        concepts = view.encoded_concepts()
+        records.update(zip(keys.concepts(ref, concepts), concepts.values()))
     if view.has_row_changes:
-        repo.put_rows(ref, view.row_records())
+        rows = view.row_records()
+        records.update(zip(keys.rows(ref, rows), rows.values()))
+    return records
+
+
+def _stage_view(repo: GraphRepository, ref: GraphRef, view: GraphView) -> None:
+    """Stage the pair rows and the concepts `view` changed (`_view_records`):
+    what settles them is a scan, a commit staged for another thread, or an
+    eviction, which read them from the transaction."""
+    repo.store.stage(_view_records(ref, view))
 
 
 class _ViewStore:
@@ -668,6 +678,13 @@ class _ViewRows:
     def settle(self) -> None:
         for ref, view in self._views.loaded().items():
             self._store.stage_view(ref, view)
+
+    def take(self) -> dict[bytes, bytes | None]:
+        """What `settle` would stage, as records for a commit to write."""
+        records: dict[bytes, bytes | None] = {}
+        for ref, view in self._views.loaded().items():
+            records.update(_view_records(ref, view))
+        return records
 
     def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
         view = self._views.loaded().get(ref)

@@ -247,10 +247,6 @@ class GraphRepository:
             keys.concepts(ref, concepts), (PendingConcept(cid, values) for cid, values in concepts.items()),
         )))
 
-    def put_encoded_concepts(self, ref: GraphRef, concepts: Mapping[str, bytes]) -> None:
-        """Stage concept records given as their JSON."""
-        self.store.stage(dict(zip(keys.concepts(ref, concepts), concepts.values())))
-
     def pairs(self, ref: GraphRef, edges: Iterable[Edge]) -> dict[Edge, PairState]:
         """The stored pairs among `edges` (each (a, b) with a < b: in a's row)."""
         edges = list(edges)
@@ -430,10 +426,6 @@ class GraphRepository:
         PrunePassage: _prune_passage, KeepEdges: _keep_edges, SetTopics: _set_topics,
         MarkRetrieval: _mark_retrieval, SwitchVersion: _switch_version, Forgetting: _forgetting,
     }
-
-    def put_rows(self, ref: GraphRef, rows: Mapping[str, bytes | None]) -> None:
-        """Stage row records (concept id -> record, None: no edge left)."""
-        self.store.stage(dict(zip(keys.rows(ref, rows), rows.values())))
 
     def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
         """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""

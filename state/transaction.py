@@ -14,9 +14,10 @@ A record may also wait as a `LazyRecord` (a concept's values, which every
 run of turns mentioning it changes): made a model only when it is read
 as one, and at commit.
 
-Writes may also be deferred: a `Deferred` (the repository's pair rows)
-keeps changes in its own form and is settled into the pending writes
-before any scan or commit, and dropped with them on rollback.
+Writes may also be deferred: a `Deferred` (the views' concepts and pair
+rows) keeps changes in its own form, settled into the pending writes
+before a scan that can meet them, taken straight into the batch of a
+commit, and dropped with them on rollback.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class Deferred(Protocol):
 
     def settle(self) -> None:
         """Stage every change kept aside as pending writes."""
+
+    def take(self) -> Batch:
+        """Every change kept aside, as records (no longer kept aside): what a
+        commit writes without staging them first."""
 
     def settle_concepts(self, ref: GraphRef, ids: Sequence[str]) -> None:
         """Stage the records kept aside of these concepts of `ref` (before they are read)."""
@@ -198,9 +203,16 @@ class Transaction(PartitionStore):
         self._pending[key] = value
 
     def commit(self, extra: Batch | None = None) -> None:
-        """Write every pending change and `extra` in one atomic batch of the store."""
-        self.settle()
-        StagedCommit(self.store, self._pending, extra or {}).write()  # no copy: nothing stages meanwhile
+        """Write every pending change, every change kept aside (newer than a
+        pending write of the same key, as `settle` would stage it) and
+        `extra` in one atomic batch of the store. What is kept aside goes
+        to the batch as it is taken, not through the pending writes: a
+        commit of a fold writes tens of thousands of such records."""
+        kept: dict[bytes, bytes | None] = {}
+        for deferred in self._deferred:
+            kept.update(deferred.take())
+        kept.update(extra or {})
+        StagedCommit(self.store, self._pending, kept).write()  # no copy: nothing stages meanwhile
         self.rollback()
 
     def stage_commit(self, extra: Batch | None = None) -> StagedCommit:

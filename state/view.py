@@ -393,10 +393,11 @@ class GraphView:
 
     def encoded_concepts(self) -> dict[str, bytes]:
         """The records (JSON) of the live concepts whose columns changed since
-        they were last taken, by id (a commit's: encoded at once)."""
+        they were last taken, by id, in id order (a commit's: encoded at once)."""
         columns, ids = self.columns, self.ids
         taken = np.array(columns.take_unwritten(), dtype=np.int64)
-        slots = taken[~columns.dead[taken]].tolist()  # a removed concept's slot is not its record
+        live = taken[~columns.dead[taken]]  # a removed concept's slot is not its record
+        slots = live[np.argsort(self._rank()[live], kind="stable")].tolist()  # in id order: the keys' (a commit sorts them)
         named = [ids[i] for i in slots]
         return dict(zip(named, columns.encoded(slots, named)))
 

@@ -194,6 +194,10 @@ class CountingDeferred:
         self.settled += 1
         self.txn.put(b"g\x00g\x001\x00r\x00a", b"row")
 
+    def take(self) -> dict[bytes, bytes | None]:
+        self.settled += 1
+        return {b"g\x00g\x001\x00r\x00a": b"row"}
+
     def settle_concepts(self, ref, ids) -> None: ...
 
     def drop(self) -> None: ...
@@ -246,3 +250,17 @@ def test_a_state_committed_in_parts_is_the_state_committed_at_once():
     assert not in_parts.uncommitted and in_parts.committed_offset == 5
     assert dict(in_parts.txn.store.scan(b"")) == dict(at_once.txn.store.scan(b""))
     assert in_parts.stage_commit() is None  # nothing left to commit
+
+
+def test_a_commit_writes_what_was_kept_aside_over_a_pending_write_of_the_same_key():
+    """A commit takes what the deferred writers keep aside straight into its
+    batch (`Deferred.take`), newer than what was staged before: as settling
+    it into the pending writes would."""
+    store = CountingStore()
+    txn = Transaction(store)
+    deferred = CountingDeferred(txn)
+    txn.defer(deferred)
+    txn.write({b"g\x00g\x001\x00r\x00a": b"staged before", b"b": b"2"})
+    txn.commit({b"offset": b"7"})
+    assert dict(store.scan(b"")) == {b"g\x00g\x001\x00r\x00a": b"row", b"b": b"2", b"offset": b"7"}
+    assert store.batches == 1 and deferred.settled == 1 and len(txn) == 0
