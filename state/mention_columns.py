@@ -88,6 +88,8 @@ class MentionColumns:
         self._importance: list[float] = []
         self._meta_of: list[int] = []
         self._texts: list[str] = []
+        self._first_text: list[str] = []  # per column: its first mention's text
+        self._varied: set[int] = set()  # the columns with a mention of another text than their first
 
     def ticked(self, meta: GraphMeta) -> None:
         """A tick that lists nothing, inside the run: the mentions after it read `meta`."""
@@ -95,10 +97,14 @@ class MentionColumns:
 
     def turn(self, concepts: Sequence[Concept] | Sequence[ConceptRow], at: datetime) -> None:
         """A turn's mentions, at event time `at`, in its order."""
-        slots = self._slots
+        slots, first_text = self._slots, self._first_text
         for concept in concepts:
-            if concept.id not in slots:
+            k = slots.get(concept.id)
+            if k is None:
                 slots[concept.id] = len(slots)
+                first_text.append(concept.text)
+            elif concept.text != first_text[k]:
+                self._varied.add(k)
         self._slot += [slots[concept.id] for concept in concepts]
         self._texts += [concept.text for concept in concepts]
         self._importance += [concept.importance for concept in concepts]
@@ -189,30 +195,32 @@ class MentionColumns:
         """The text `Mentions` keeps for each tied column. Mention by mention
         it keeps the smallest (time, text) of the held creation and every
         mention (a later one replaces the text only when it is smaller), so
-        here: the smallest text of the column's earliest mentions (the tied
-        columns' mentions sorted by column, then time, at once), against
-        the held one."""
-        if len(slot) <= _FEW_MENTIONS:
-            best, earliest_us = self._earliest_texts_one_by_one(set(tied), len(c.tie))
-        else:
-            best, earliest_us = self._earliest_texts(tied, c, slot, at_us)
+        here: the smallest text of the column's earliest mentions (a column
+        whose mentions all have one text: that text; the others' mentions
+        sorted by column, then time, at once), against the held one."""
+        varied = self._varied
+        best = {k: self._first_text[k] for k in tied if k not in varied}
+        mixed = [k for k in tied if k in varied]
+        if mixed:
+            if len(slot) <= _FEW_MENTIONS:
+                best.update(self._earliest_texts_one_by_one(set(mixed)))
+            else:
+                best.update(self._earliest_texts(mixed, c, slot, at_us))
         # A held column is tied when a mention came at its created_at, which
-        # only ever moves earlier: its earliest mention is at or before the
-        # held creation, and the held text competes only when it is at it.
+        # only ever moves earlier (to its earliest mention): the held text
+        # competes only when no mention came before it, the column's
+        # created_at then where it was.
         held = np.asarray(tied, dtype=np.int64)
         held = held[~c.fresh_before[held]]
-        held = held[c.held_created_us[held] == earliest_us[held]]
+        held = held[c.held_created_us[held] == c.created_us[held]]
         held_texts = self._columns.text
         for k, at in zip(held.tolist(), c.slots[held].tolist()):
             if held_texts[at] < best[k]:
                 best[k] = held_texts[at]
         return best
 
-    def _earliest_texts(
-        self, tied: list[int], c: _Held, slot: np.ndarray, at_us: np.ndarray,
-    ) -> tuple[dict[int, str], np.ndarray]:
-        """Per tied column, the smallest text of its earliest mentions, and
-        per column the time of its earliest mention (0 where not tied)."""
+    def _earliest_texts(self, tied: list[int], c: _Held, slot: np.ndarray, at_us: np.ndarray) -> dict[int, str]:
+        """Per tied column, the smallest text of its earliest mentions."""
         is_tied = np.zeros(len(c.tie), dtype=bool)
         is_tied[tied] = True
         of_tied = np.flatnonzero(is_tied[slot])  # the mentions of tied columns
@@ -228,9 +236,9 @@ class MentionColumns:
             text = best.get(k)
             if text is None or texts[m] < text:
                 best[k] = texts[m]
-        return best, earliest_us
+        return best
 
-    def _earliest_texts_one_by_one(self, tied: set[int], columns: int) -> tuple[dict[int, str], np.ndarray]:
+    def _earliest_texts_one_by_one(self, tied: set[int]) -> dict[int, str]:
         """`_earliest_texts`, a mention at a time: for a short run, cheaper than its dozen array operations."""
         best: dict[int, str] = {}
         earliest: dict[int, int] = {}
@@ -242,10 +250,7 @@ class MentionColumns:
                 earliest[k], best[k] = us, text
             elif us == first and text < best[k]:
                 best[k] = text
-        earliest_us = np.zeros(columns, dtype=np.int64)
-        if earliest:
-            earliest_us[list(earliest)] = list(earliest.values())
-        return best, earliest_us
+        return best
 
     def _by_mentions(self, ids: list[str], slots: np.ndarray) -> FoldedMentions:
         """`fold` one mention at a time (`Mentions`), where the kernel cannot."""

@@ -279,7 +279,7 @@ class GraphView:
         inserted into the order kept."""
         ids = self.ids
         known = len(self._id_order)
-        if known < len(ids):
+        if known < len(ids) or self._ranked is None:
             if len(ids) - known > known // 8 + 16:  # many new slots: sort them all again
                 self._id_order = sorted(range(len(ids)), key=ids.__getitem__)
             for slot in range(len(self._id_order), len(ids)):

@@ -145,3 +145,12 @@ def test_upper_arrays_are_upper_pairs_as_arrays(edges):
         zip(a.tolist(), b.tolist(), counts.tolist(), lasts.tolist()))
     assert all(np.array_equal(x, y) for x, y in zip(upper_arrays(uppers, index), (a, b, counts, lasts)))
     assert {a.dtype, b.dtype, counts.dtype, lasts.dtype} == {np.dtype(np.int64)}
+
+
+def test_a_view_without_concepts_writes_no_record_and_ranks_nothing():
+    """A view left without a concept (a forget of every turn), its columns
+    still marked changed, encodes no concept and no row (the fold property
+    found a commit that failed here: ranking an empty view's ids)."""
+    view = GraphView(GraphRef("g", 1), DecayParams())
+    view.columns.any_unwritten = True
+    assert view.encoded_concepts() == {} and view.row_records() == {}
