@@ -247,7 +247,7 @@ class GraphView:
     def rows_loaded(self, cids: Iterable[str]) -> None:
         """The store holds rows of these concepts (a view loaded from it)."""
         stored, index = self._rows_stored(), self.index
-        stored[[index[cid] for cid in cids]] = True
+        stored[[index[cid] for cid in cids if cid in index]] = True
 
     def _upper_rows(self, slots: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The entries of `slots`' rows whose neighbour's id is past the row's
