@@ -241,17 +241,17 @@ def _rows_of(prefix: bytes, pairs: Records) -> Records:
     record: its entries' count and last as the pair's value bytes, then the
     ids)."""
     start = len(prefix) + 2
-    entries = [(lower, upper, value) for (lower, upper), value in ((key[start:].split(keys.SEP), value) for key, value in pairs)]
+    ends = [(key[start:].split(keys.SEP), value) for key, value in pairs]  # ([lower, upper], count and last)
     head = prefix + b"r" + keys.SEP
     rows: Records = []
-    for cid, group in itertools.groupby(entries, key=_row):
+    for cid, group in itertools.groupby(ends, key=_lower):
         row = list(group)
-        rows.append((head + cid, struct.pack(">I", len(row)) + b"".join(e[2] for e in row) + b"\x00".join(e[1] for e in row)))
+        rows.append((head + cid, struct.pack(">I", len(row)) + b"".join(v for _, v in row) + b"\x00".join(e[1] for e, _ in row)))
     return rows
 
 
-def _row(entry: tuple[bytes, bytes, bytes]) -> bytes:
-    return entry[0]
+def _lower(entry: tuple[list[bytes], bytes]) -> bytes:
+    return entry[0][0]
 
 
 class SnapshotMismatch(Exception):

@@ -219,11 +219,12 @@ class GraphView:
         slots = np.fromiter(live, dtype=np.int64, count=len(live))
         slots = slots[np.argsort(rank[slots], kind="stable")]  # in id order: the keys' order
         ptr, neighbours, counts, lasts = self._upper_rows(slots, rank)
-        full = np.diff(ptr) > 0
+        lengths = np.diff(ptr)
+        full = lengths > 0
         if len(neighbours):
             order = kernels.sorted_within_rows(ptr, rank[neighbours])  # each row's entries in id order
             payload, at = kernels.row_payloads(
-                np.diff(ptr)[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
+                lengths[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
                 neighbours[order].astype(np.int64), *self._id_bytes(),
             )
             data, bounds = payload.tobytes(), at.tolist()
