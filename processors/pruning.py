@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,7 @@ class PairState(NamedTuple):
 
 
 Edge = tuple[str, str]  # (a, b) with a < b
+Node = TypeVar("Node", str, int)  # a concept, by id or by its slot in a graph's view
 
 
 def edge_key(edge: tuple[str, str]) -> Edge:
@@ -112,23 +113,29 @@ class PairTable:
 
 
 def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndarray:
-    """Per edge of `table`, whether its retention at `at` is below θ_e:
-    `edge_retention(Δt, c) < edge_threshold`, Δt
-    the µs from its last co-occurrence over 10^6 (as `total_seconds`), all
-    at once. numpy's exp may differ from `math.exp` in the last bit, so a
-    retention that close to θ_e is computed again with `math.exp`."""
-    if not len(table):
+    """Per edge of `table`, whether its retention at `at` is below θ_e
+    (`expired_at`, every edge at the same time)."""
+    return expired_at(table.counts, table.last_us, np.full(len(table), microseconds(at), dtype=np.int64), params)
+
+
+def expired_at(counts: np.ndarray, last_us: np.ndarray, at_us: np.ndarray, params: DecayParams) -> np.ndarray:
+    """Per edge k, whether its retention at `at_us[k]` is below θ_e:
+    `edge_retention(Δt, c) < edge_threshold`, Δt the µs from its last
+    co-occurrence over 10^6 (as `total_seconds`), all at once. numpy's exp
+    may differ from `math.exp` in the last bit, so a retention that close
+    to θ_e is computed again with `math.exp`."""
+    if not len(counts):
         return np.zeros(0, dtype=np.bool_)
-    if len(table) <= _FEW_EDGES:
-        return _expired_one_by_one(table, at, params)
-    elapsed = (microseconds(at) - table.last_us) / 1e6
-    stability = params.edge_stability_s * np.maximum(table.counts, 1)
+    if len(counts) <= _FEW_EDGES:
+        return _expired_one_by_one(counts, last_us, at_us, params)
+    elapsed = (at_us - last_us) / 1e6
+    stability = params.edge_stability_s * np.maximum(counts, 1)
     aged = elapsed > 0  # a last co-occurrence at or after `at` keeps R = 1
     retention = np.exp(np.where(aged, -elapsed, 0.0) / stability)
     threshold = params.edge_threshold
     close = np.flatnonzero(np.abs(retention - threshold) <= abs(threshold) * 2.0**-40)
     for k in close.tolist():
-        retention[k] = edge_retention(float(elapsed[k]), int(table.counts[k]), params)
+        retention[k] = edge_retention(float(elapsed[k]), int(counts[k]), params)
     return retention < threshold
 
 
@@ -137,14 +144,13 @@ def expired_mask(table: PairTable, at: datetime, params: DecayParams) -> np.ndar
 _FEW_EDGES = 32
 
 
-def _expired_one_by_one(table: PairTable, at: datetime, params: DecayParams) -> np.ndarray:
-    """`expired_mask` with `edge_retention` (`math.exp`) for every edge. The
+def _expired_one_by_one(counts: np.ndarray, last_us: np.ndarray, at_us: np.ndarray, params: DecayParams) -> np.ndarray:
+    """`expired_at` with `edge_retention` (`math.exp`) for every edge. The
     same decisions: numpy's exp differs from `math.exp` by an ulp or so, so
     only a retention within 2^-40 of θ_e could fall on the other side, and
-    `expired_mask` computes those with `math.exp` too."""
-    at_us = microseconds(at)
+    `expired_at` computes those with `math.exp` too."""
     return np.array(
-        [edge_expired(count, us, at_us, params) for count, us in zip(table.counts.tolist(), table.last_us.tolist())],
+        [edge_expired(count, us, at, params) for count, us, at in zip(counts.tolist(), last_us.tolist(), at_us.tolist())],
         dtype=np.bool_,
     )
 
@@ -178,14 +184,15 @@ def isolated_by(
 
 
 def isolated_ids(
-    pruned_concepts: Iterable[str],
-    pruned_edges: Iterable[Edge],
-    neighbours: Callable[[str], Iterable[str]],
-    allowed: Callable[[str], bool] = lambda cid: True,
-) -> list[str]:
-    """The ids `isolated_by` returns, in id order, without a model each."""
+    pruned_concepts: Iterable[Node],
+    pruned_edges: Iterable[tuple[Node, Node]],
+    neighbours: Callable[[Node], Iterable[Node]],
+    allowed: Callable[[Node], bool] = lambda cid: True,
+) -> list[Node]:
+    """The ids `isolated_by` returns, in id order, without a model each (or
+    the same of nodes named by ints: in their order)."""
     gone = set(pruned_concepts)
-    lost: dict[str, set[str]] = {}  # only for the concepts `allowed` (a tick's fold lists a few among many ends)
+    lost: dict[Node, set[Node]] = {}  # only for the concepts `allowed` (a tick's fold lists a few among many ends)
     for a, b in pruned_edges:
         if allowed(a):
             lost.setdefault(a, set()).add(b)
@@ -211,7 +218,17 @@ def edge_end_s(pair: PairState, partner: ConceptState | None, params: DecayParam
     its retention reaching θ_e (last + S·ln(1/θ_e)), or before that its
     partner's activation reaching θ (`partner`: the other end, when this
     tick prunes it for its activation). inf: never."""
-    end = seconds(pair.last) + edge_lifetime(pair.count, params)
+    return _edge_end(seconds(pair.last), pair.count, partner, params)
+
+
+def edge_end_at_us(count: int, last_us: int, partner: ConceptState | None, params: DecayParams) -> float:
+    """`edge_end_s` of a pair given as its count and its last co-occurrence
+    in µs since 1970 (over 10^6, as `total_seconds` divides)."""
+    return _edge_end(last_us / 1e6, count, partner, params)
+
+
+def _edge_end(last_s: float, count: int, partner: ConceptState | None, params: DecayParams) -> float:
+    end = last_s + edge_lifetime(count, params)
     if partner is not None:
         remaining = time_to_threshold(partner.base_activation, partner.reinforcements, params)
         end = min(end, seconds(partner.decay_reference) + remaining)
@@ -237,10 +254,16 @@ def outlived_its_edges(
     that mention, and the mention made it anew, alone: an old turn that
     linked a recent concept to old ones arrived late, and losing those
     edges now must not take the recent concept along."""
+    return outlived(concept, [edge_end_s(pair, partner, params) for pair, partner in lost])
+
+
+def outlived(concept: ConceptState | None, ends: list[float]) -> bool:
+    """`outlived_its_edges` given the event times (s since 1970) by which
+    each lost edge would have gone (`edge_end_s`): some, and all before the
+    concept's newest mention."""
     if concept is None:
         return False
     mentioned = last_mentioned(concept)
     if mentioned is None:
         return False
-    ends = [edge_end_s(pair, partner, params) for pair, partner in lost]
     return bool(ends) and max(ends) < seconds(mentioned)

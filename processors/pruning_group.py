@@ -11,6 +11,9 @@ rule's, made with the same functions of `processors.pruning` on the same
 values in the same order; only the objects around them are gone (a
 `Slice`, a write per removal, a pruned concept's model), as a group of a
 thousand ticks made a few dozen of them per tick around a few comparisons.
+Edges and neighbours are the graph's node slots (ints), not id pairs: every
+listed edge's retention is computed for the whole group at once
+(`expired_at`), and what the ticks remove is kept as slot-pair keys.
 `tests/unit/test_tick_group.py` holds the group to the rule applied tick by
 tick.
 """
@@ -20,11 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
+import numpy as np
+
 from emgas.processors.dynamics import DecayParams, microseconds
 from emgas.processors.graph import ConceptState, activation_at
-from emgas.processors.pruning import Edge, PairState, edge_expired, edge_key, isolated_ids, lost_edges, outlived_its_edges
+from emgas.processors.pruning import edge_end_at_us, expired_at, isolated_ids, outlived
 
 Link = tuple[str, str]  # (concept id, turn id)
+_NO_INTS = np.zeros(0, dtype=np.int64)
 
 
 class ListedConcept(Protocol):
@@ -54,22 +60,47 @@ class PruningTick(Protocol):
 
 
 @dataclass(frozen=True)
+class ListedEdges:
+    """The edges each tick of a group lists that exist before its first
+    tick, as node slots: tick k's at [starts[k], starts[k + 1]), each once
+    as listed (a tick may list an edge both ways round: then twice), in
+    (a, b) id order, with its count c(a, b), its last co-occurrence (µs
+    since 1970) and its key (`slot_key` of its ends)."""
+
+    starts: list[int] = field(default_factory=lambda: [0])
+    a: list[int] = field(default_factory=list)
+    b: list[int] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
+    counts: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    last_us: np.ndarray = field(default_factory=lambda: _NO_INTS)
+
+
+@dataclass(frozen=True)
 class GroupReads:
     """What the ticks of a group read, as it is before the first of them:
-    the records of the concepts they list (`concepts`, those held), each
-    listed concept's neighbours, the turns of its passages (`sources`), the
-    concepts each of those passages names (`passages`) and which of those
-    (concept, turn) links exist (`links`); the listed edges that exist, as
-    listed (either way round), with (count c(a, b), last co-occurrence µs);
-    the edges (neighbour -> pair) of each concept listed as isolated."""
+    the records of the concepts they list (`concepts`, those held) and
+    their node slots (`slots`; `ids`: each slot's id, `size` slots in all),
+    the listed edges that exist (`edges`), each listed concept's neighbours
+    (slots), the turns of its passages (`sources`), the concepts each of
+    those passages names (`passages`) and which of those (concept, turn)
+    links exist (`links`); per concept listed as isolated (its slot), each
+    neighbour's (count c(a, b), last co-occurrence µs)."""
 
     concepts: Mapping[str, ConceptState] = field(default_factory=dict)
-    pairs: Mapping[Edge, tuple[int, int]] = field(default_factory=dict)
-    neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    slots: Mapping[str, int] = field(default_factory=dict)
+    ids: Sequence[str] = ()
+    size: int = 0
+    edges: ListedEdges = field(default_factory=ListedEdges)
+    neighbours: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     passages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     links: frozenset[Link] = frozenset()
-    isolated_edges: Mapping[str, Mapping[str, PairState]] = field(default_factory=dict)
+    isolated_edges: Mapping[int, Mapping[int, tuple[int, int]]] = field(default_factory=dict)
+
+
+def slot_key(a: int, b: int, size: int) -> int:
+    """One int for the edge between slots a and b, either way round (size: the slots in all)."""
+    return a * size + b if a < b else b * size + a
 
 
 @dataclass(frozen=True)
@@ -77,115 +108,154 @@ class TickDecision:
     """What one tick removes (`evolve_decay`'s writes but its meta's):
     `concepts` (RemoveConcept, in its order: for their activation in id
     order, then the isolated ones), `edges` (RemovePairs: the expired ones
-    and those of the removed concepts, sorted), `links` (RemoveLink, in
-    order), `orphaned` (PrunePassage: passages no remaining concept links
-    to); `kept`: the listed edges that exist and are not due, with (count,
-    last µs) (KeepEdges: their due times move later)."""
+    and those of the removed concepts, as `slot_key`s), `links` (RemoveLink,
+    in order), `orphaned` (PrunePassage: passages no remaining concept
+    links to); `kept`: the listed edges that exist and are not due, as
+    their places in `GroupReads.edges` (KeepEdges: their due times move later)."""
 
     concepts: tuple[str, ...]
-    edges: tuple[Edge, ...]
+    edges: frozenset[int]
     links: tuple[Link, ...]
     orphaned: tuple[str, ...]
-    kept: tuple[tuple[Edge, int, int], ...]
+    kept: tuple[int, ...]
 
 
 class Removed:
-    """What the ticks decided so far remove: concepts, edges (by `edge_key`),
-    links, and the ends of the removed edges (their neighbours changed)."""
+    """What the ticks decided so far remove: concepts (ids and slots), edges
+    (`slot_key`s), links, and the ends of the removed edges (their
+    neighbours changed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reads: GroupReads) -> None:
+        self.size = reads.size
+        self.slots = reads.slots
         self.concepts: set[str] = set()
-        self.edges: set[Edge] = set()
+        self.concept_slots: set[int] = set()
+        self.edges: set[int] = set()
         self.links: set[Link] = set()
-        self.touched: set[str] = set()
+        self.touched: set[int] = set()
 
     def add(self, decision: TickDecision) -> None:
-        for edge in decision.edges:
-            self.edges.add(edge_key(edge))
-            self.touched.update(edge)
+        size, touched = self.size, self.touched
+        self.edges |= decision.edges
+        for key in decision.edges:
+            touched.add(key // size)
+            touched.add(key % size)
         self.concepts.update(decision.concepts)
+        self.concept_slots.update(self.slots[cid] for cid in decision.concepts)
         self.links.update(decision.links)
 
 
 def decide_ticks(ticks: Iterable[PruningTick], reads: GroupReads) -> Iterator[TickDecision]:
     """Each tick's decision in turn, on `reads` less what the ticks before it removed."""
-    removed = Removed()
-    for tick in ticks:
-        decision = decide_tick(tick, reads, removed)
+    ticks = list(ticks)
+    expired = _expired_flags(ticks, reads.edges)
+    removed = Removed(reads)
+    for k, tick in enumerate(ticks):
+        decision = decide_tick(tick, reads, removed, _listed(k, reads.edges, expired))
         removed.add(decision)
         yield decision
 
 
-def decide_tick(tick: PruningTick, reads: GroupReads, removed: Removed) -> TickDecision:
+def _expired_flags(ticks: list[PruningTick], edges: ListedEdges) -> list[bool]:
+    """Per listed edge of the group, whether its retention at its tick's
+    time is below its tick's θ_e (`expired_at`; ticks only remove, so an
+    edge's count and last co-occurrence are those read before the first)."""
+    starts = edges.starts
+    flags: list[bool] = []
+    k = 0
+    while k < len(ticks):  # a run of ticks with the same parameters at once
+        end = k + 1
+        while end < len(ticks) and ticks[end].params == ticks[k].params:
+            end += 1
+        lo, hi = starts[k], starts[end]
+        at_us = np.repeat(
+            np.array([microseconds(t.timestamp) for t in ticks[k:end]], dtype=np.int64), np.diff(starts[k:end + 1]),
+        )
+        flags += expired_at(edges.counts[lo:hi], edges.last_us[lo:hi], at_us, ticks[k].params).tolist()
+        k = end
+    return flags
+
+
+def _listed(k: int, edges: ListedEdges, expired: list[bool]) -> Iterator[tuple[int, int, bool]]:
+    """Tick k's listed edges that exist: (place in `edges`, key, expired)."""
+    lo, hi = edges.starts[k], edges.starts[k + 1]
+    return zip(range(lo, hi), edges.keys[lo:hi], expired[lo:hi])
+
+
+def decide_tick(
+    tick: PruningTick, reads: GroupReads, removed: Removed, listed_edges: Iterable[tuple[int, int, bool]],
+) -> TickDecision:
     """`evolve_decay` of `tick` at t on the group's reads less `removed`: of
     what it lists, the concepts whose base activation at t is below θ
     (`activation_at`: A · factor(t − t_ref), unitless), the edges whose
-    retention at t is below θ_e (R = exp(−Δt / (S · c(a, b))), Δt in s;
-    the others kept), the concepts listed as isolated that those removals
-    leave without an edge (unless they outlived their edges), the edges and
-    links of the removed concepts, and the passages none of the remaining
-    concepts links to."""
-    at, decay = tick.timestamp, tick.params
+    retention at t is below θ_e (R = exp(−Δt / (S · c(a, b))), Δt in s:
+    `listed_edges`, each with whether it is; the others kept), the concepts
+    listed as isolated that those removals leave without an edge (unless
+    they outlived their edges), the edges and links of the removed
+    concepts, and the passages none of the remaining concepts links to."""
+    at, decay, slots, size = tick.timestamp, tick.params, reads.slots, reads.size
     held = {c.id: reads.concepts[c.id] for c in tick.concepts if c.id in reads.concepts and c.id not in removed.concepts}
     activation = dict.fromkeys(c.id for c in tick.concepts if c.reason == "activation")  # each once, as the rule
     listed = sorted((held[cid] for cid in activation if cid in held), key=_id)
     threshold = decay.concept_threshold
     concepts = [c.id for c in listed if activation_at(c, at, decay) < threshold]
-    edges, kept = _expired_edges(tick, reads, removed, at, decay)
-    neighbours = {cid: _neighbours(cid, reads, removed) for cid in {c.id for c in tick.concepts}}
-    pruned = {cid: held[cid] for cid in concepts}
+    gone = removed.edges
+    expired: list[int] = []
+    kept: list[int] = []
+    for j, key, due in listed_edges:
+        if key not in gone:
+            (expired if due else kept).append(j)
+    neighbours = {slots[cid]: _neighbours(slots[cid], reads, removed) for cid in {c.id for c in tick.concepts} if cid in slots}
+    pruned = {slots[cid]: held[cid] for cid in concepts}
     isolated = {
-        c.id for c in tick.concepts
-        if c.reason == "isolated" and not outlived_its_edges(held.get(c.id), _lost(c.id, neighbours, reads, pruned), decay)
+        slots[c.id] for c in tick.concepts
+        if c.reason == "isolated" and c.id in slots and not _outlived(c.id, held, neighbours, reads, pruned, decay)
     }
-    concepts += isolated_ids(concepts, edges, lambda cid: neighbours.get(cid, ()), isolated.__contains__)
-    all_edges = set(edges)
+    edges = reads.edges
+    lost = isolated_ids([slots[cid] for cid in concepts], [(edges.a[j], edges.b[j]) for j in expired],
+                        lambda slot: neighbours.get(slot, ()), isolated.__contains__)
+    ids = reads.ids
+    concepts += sorted(ids[slot] for slot in lost)  # in id order, as the rule's
+    all_edges = {edges.keys[j] for j in expired}
     links: list[Link] = []
     for cid in concepts:
-        all_edges.update((cid, other) if cid < other else (other, cid) for other in neighbours.get(cid, ()))
+        slot = slots[cid]
+        all_edges.update(slot_key(slot, other, size) for other in neighbours.get(slot, ()))
         if cid not in removed.concepts:
             links += [(cid, turn_id) for turn_id in reads.sources.get(cid, ())]
-    return TickDecision(tuple(concepts), tuple(sorted(all_edges)), tuple(links), _orphaned(links, concepts, reads, removed),
+    return TickDecision(tuple(concepts), frozenset(all_edges), tuple(links), _orphaned(links, concepts, reads, removed),
                         tuple(kept))
 
 
-def _expired_edges(
-    tick: PruningTick, reads: GroupReads, removed: Removed, at, decay: DecayParams,  # noqa: ANN001 - a datetime
-) -> tuple[list[Edge], list[tuple[Edge, int, int]]]:
-    """The listed edges that exist, in order: those whose retention at `at`
-    is below θ_e (`edge_expired`), and the others with (count, last µs)."""
-    at_us, pairs, gone = microseconds(at), reads.pairs, removed.edges
-    expired: list[Edge] = []
-    kept: list[tuple[Edge, int, int]] = []
-    for edge in sorted({(e.a, e.b) for e in tick.edges}):
-        pair = pairs.get(edge)
-        if pair is None or edge_key(edge) in gone:
-            continue
-        count, last_us = pair
-        if edge_expired(count, last_us, at_us, decay):
-            expired.append(edge)
-        else:
-            kept.append((edge, count, last_us))
-    return expired, kept
-
-
-def _neighbours(cid: str, reads: GroupReads, removed: Removed) -> tuple[str, ...]:
-    """`cid`'s neighbours less the edges removed (none for a removed concept)."""
-    if cid in removed.concepts:
+def _neighbours(slot: int, reads: GroupReads, removed: Removed) -> tuple[int, ...]:
+    """The slot's neighbours less the edges removed (none for a removed concept)."""
+    if slot in removed.concept_slots:
         return ()
-    found = reads.neighbours.get(cid, ())
-    if cid not in removed.touched:
+    found = reads.neighbours.get(slot, ())
+    if slot not in removed.touched:
         return found
-    gone = removed.edges
-    return tuple(other for other in found if edge_key((cid, other)) not in gone)
+    gone, size = removed.edges, reads.size
+    return tuple(other for other in found if slot_key(slot, other, size) not in gone)
 
 
-def _lost(
-    cid: str, neighbours: Mapping[str, tuple[str, ...]], reads: GroupReads, pruned: Mapping[str, ConceptState],
-) -> list[tuple[PairState, ConceptState | None]]:
-    """`lost_edges` of `cid`'s live edges (its neighbours less what the group removed)."""
-    pairs = reads.isolated_edges.get(cid, {})
-    return lost_edges({other: pairs[other] for other in neighbours.get(cid, ()) if other in pairs}, pruned)
+def _outlived(
+    cid: str, held: Mapping[str, ConceptState], neighbours: Mapping[int, tuple[int, ...]], reads: GroupReads,
+    pruned: Mapping[int, ConceptState], decay: DecayParams,
+) -> bool:
+    """`outlived_its_edges` of a listed concept's live edges (its neighbours
+    less what the group removed), each with its partner where this tick
+    prunes it for its activation."""
+    concept = held.get(cid)
+    if concept is None:
+        return False
+    slot = reads.slots[cid]
+    pairs = reads.isolated_edges.get(slot, {})
+    ends = []
+    for other in neighbours.get(slot, ()):
+        pair = pairs.get(other)
+        if pair is not None:
+            ends.append(edge_end_at_us(pair[0], pair[1], pruned.get(other), decay))
+    return outlived(concept, ends)
 
 
 def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: Removed) -> tuple[str, ...]:

@@ -24,10 +24,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 from emgas.processors.graph import GraphRef, concept_record
-from emgas.processors.pruning import PairTable, edge_key
 from emgas.processors.pruning_group import GroupReads, PruningTick, TickDecision
 from emgas.state.repository import Entry, GraphRepository
 from emgas.state.view import GraphView
@@ -40,17 +37,16 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
     `load_view` would read it), the concepts each passage names from the store."""
     listed = sorted({c.id for tick in ticks for c in tick.concepts})
     index, columns = view.index, view.columns
-    held = [cid for cid in listed if cid in index]
-    neighbours = {cid: tuple(view.neighbour_ids(cid)) for cid in listed}
-    sources = {cid: tuple(view.passage_ids[index[cid]]) for cid in held}
+    slots = {cid: index[cid] for cid in listed if cid in index}
+    sources = {cid: tuple(view.passage_ids[slot]) for cid, slot in slots.items()}
     passages = repo.passage_concepts(ref, sorted({t for turns in sources.values() for t in turns}))
-    isolated = sorted({c.id for tick in ticks for c in tick.concepts if c.reason == "isolated"})
+    isolated = sorted({slots[c.id] for tick in ticks for c in tick.concepts if c.reason == "isolated" and c.id in slots})
     return GroupReads(
-        concepts={cid: concept_record(cid, columns.values(index[cid])) for cid in held},
-        pairs=view.pair_values((e.a, e.b) for tick in ticks for e in tick.edges),
-        neighbours=neighbours, sources=sources, passages=passages,
-        links=_links(view, passages),
-        isolated_edges=view.edges_of({cid: neighbours[cid] for cid in isolated}),
+        concepts={cid: concept_record(cid, columns.values(slot)) for cid, slot in slots.items()},
+        slots=slots, ids=view.ids, size=len(view.ids), edges=view.listed_edges([tick.edges for tick in ticks]),
+        neighbours={slot: view.neighbour_slots(slot) for slot in slots.values()},
+        sources=sources, passages=passages, links=_links(view, passages),
+        isolated_edges={slot: view.row_pairs(slot) for slot in isolated},
     )
 
 
@@ -84,11 +80,13 @@ def apply_group(
     for offset, raw, decision in decided:
         repo.stage_pruning(ref, Entry(offset, raw), decision.concepts, decision.links,
                            {turn_id: reads.passages[turn_id] for turn_id in decision.orphaned})
+    edges = reads.edges
     for _, _, decision in decided:
         if decision.kept:
-            view.note_pairs(_table(decision.kept))
-    edges = {edge_key(edge) for _, _, decision in decided for edge in decision.edges}
-    view.remove_edges(sorted(edges))
+            kept = list(decision.kept)
+            view.note_slot_pairs([edges.a[j] for j in kept], [edges.b[j] for j in kept], edges.counts[kept],
+                                 edges.last_us[kept])
+    view.remove_slot_edges({key for _, _, decision in decided for key in decision.edges}, reads.size)
     for _, _, decision in decided:
         for cid in decision.concepts:
             view.remove_concept(cid)
@@ -96,8 +94,3 @@ def apply_group(
         for turn_id in decision.orphaned:
             view.forget_passage(turn_id)
     return gone
-
-
-def _table(kept: Sequence[tuple[tuple[str, str], int, int]]) -> PairTable:
-    return PairTable(tuple(edge for edge, _, _ in kept), np.array([count for _, count, _ in kept], dtype=np.int64),
-                     np.array([last for _, _, last in kept], dtype=np.int64))

@@ -23,7 +23,7 @@ import heapq
 import math
 import weakref
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
+from emgas.processors.pruning_group import ListedEdge, ListedEdges
 from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
@@ -318,12 +319,45 @@ class GraphView:
         hit = np.flatnonzero(found)
         return PairTable(tuple(edges[k] for k in hit.tolist()), counts[hit].astype(np.int64), lasts[hit].astype(np.int64))
 
-    def pair_values(self, edges: Iterable[Edge]) -> dict[Edge, tuple[int, int]]:
-        """The pairs among `edges` that exist, each as given -> (count, last µs), in no order."""
-        edges = list(set(edges))
-        found, counts, lasts = self._find(edges)
-        hit = np.flatnonzero(found).tolist()
-        return dict(zip([edges[k] for k in hit], zip(counts[hit].tolist(), lasts[hit].tolist())))
+    def listed_edges(self, per_tick: Sequence[Sequence[ListedEdge]]) -> ListedEdges:
+        """The edges each tick of a group lists that exist (`ListedEdges`):
+        each tick's once as listed, in (a, b) id order (`_rank`), with their
+        counts, last co-occurrences and keys (`slot_key`), the rows touched
+        searched at once (`Adjacency.find`)."""
+        index = self.index
+        tick_of, ends_a, ends_b = [], [], []
+        for k, edges in enumerate(per_tick):
+            for edge in edges:
+                x, y = index.get(edge.a), index.get(edge.b)
+                if x is not None and y is not None:
+                    tick_of.append(k)
+                    ends_a.append(x)
+                    ends_b.append(y)
+        if not tick_of:
+            return ListedEdges(starts=[0] * (len(per_tick) + 1))
+        ticks, a, b = (np.array(x, dtype=np.int64) for x in (tick_of, ends_a, ends_b))
+        found, counts, lasts = self._adjacency.find(a, b)
+        rank = self._rank()
+        hit = np.flatnonzero(found)
+        order = hit[np.lexsort((rank[b[hit]], rank[a[hit]], ticks[hit]))]
+        ticks, a, b = ticks[order], a[order], b[order]
+        once = np.ones(len(order), dtype=np.bool_)  # listed twice the same way round: once
+        once[1:] = (ticks[1:] != ticks[:-1]) | (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        order, ticks, a, b = order[once], ticks[once], a[once], b[once]
+        size = len(self.ids)
+        keys = np.minimum(a, b) * size + np.maximum(a, b)
+        return ListedEdges(
+            np.searchsorted(ticks, np.arange(len(per_tick) + 1)).tolist(), a.tolist(), b.tolist(), keys.tolist(),
+            counts[order].astype(np.int64), lasts[order].astype(np.int64),
+        )
+
+    def row_pairs(self, slot: int) -> dict[int, tuple[int, int]]:
+        """The slot's edges: neighbour slot -> (count c(a, b), last co-occurrence µs)."""
+        idx, cnt, last = self._adjacency.full_row(slot)
+        return dict(zip(idx.tolist(), zip(cnt.tolist(), last.tolist())))
+
+    def neighbour_slots(self, slot: int) -> tuple[int, ...]:
+        return tuple(self._adjacency.neighbours(slot))
 
     def _find(self, edges: list[Edge]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per edge (either way round), whether it exists, its count and its last µs."""
@@ -405,6 +439,11 @@ class GraphView:
     @property
     def has_concept_changes(self) -> bool:
         return self.columns.any_unwritten
+
+    def remove_slot_edges(self, keys: Iterable[int], size: int) -> None:
+        """Drop the edges `keys` (`slot_key`s of slots < `size`, each end live)."""
+        ordered = np.array(sorted(keys), dtype=np.int64)
+        self._adjacency.remove_many(ordered // size, ordered % size)
 
     def remove_edges(self, edges: list[Edge]) -> None:
         """Drop the edges whose ends are both live (a removed concept's go with it)."""
@@ -573,9 +612,14 @@ class GraphView:
     def note_pairs(self, pairs: PairTable) -> None:
         """File the due time of each edge of `pairs` (`edge_dues_s`)."""
         index = self.index
-        due = edge_dues_s(pairs.counts, pairs.last_us, self.decay)
-        ends = [(index[a], index[b]) for a, b in pairs.edges]
-        self._edge_noted += [(d, a, b) for d, (a, b) in zip(due.tolist(), ends)]
+        self.note_slot_pairs([index[a] for a, _ in pairs.edges], [index[b] for _, b in pairs.edges], pairs.counts,
+                             pairs.last_us)
+
+    def note_slot_pairs(self, a: list[int], b: list[int], counts: np.ndarray, last_us: np.ndarray) -> None:
+        """File the due time of each edge (a[k], b[k]), of count counts[k]
+        and last co-occurrence last_us[k] (`edge_dues_s`)."""
+        due = edge_dues_s(counts, last_us, self.decay)
+        self._edge_noted += list(zip(due.tolist(), a, b))
 
     def due_concepts(self, at: datetime) -> list[str]:
         """Pop the ids whose due time is at or before `at` (possibly stale: check them)."""

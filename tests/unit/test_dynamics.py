@@ -15,12 +15,15 @@ from emgas.processors.dynamics import (
     decay_factor,
     edge_lifetime,
     edge_retention,
+    microseconds,
     time_to_threshold,
     window_start,
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, activation_at, brought_to_tick, concept_after_retrieval, on_grid
 from emgas.processors import pruning
-from emgas.processors.pruning import PairState, PairTable, expired_concepts, expired_edges, expired_mask, isolated_by
+from emgas.processors.pruning import (
+    PairState, PairTable, edge_expired, expired_at, expired_concepts, expired_edges, expired_mask, isolated_by,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 EXP = DecayParams(model="exponential", half_life_s=10 * DAY_S)
@@ -179,6 +182,22 @@ def test_expired_edges_at_once_decide_as_one_by_one(few_edges, pairs, threshold,
     expected = [edge_retention((at - pair.last).total_seconds(), pair.count, params) < threshold for _, pair in table.items()]
     with patch.object(pruning, "_FEW_EDGES", few_edges):
         assert expired_mask(table, at, params).tolist() == expected
+
+
+@EITHER_PATH
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 50), st.integers(0, 10**13), st.integers(-10**12, 10**12)), max_size=40),
+       st.sampled_from([0.05, 0.2, 0.5]))
+def test_edges_at_their_own_times_decide_as_one_by_one(few_edges, pairs, threshold):
+    """`expired_at`, each edge at its own time (a group's ticks), gives
+    `edge_expired` edge by edge."""
+    params = DecayParams(edge_threshold=threshold, edge_stability_s=86400.0)
+    at0 = microseconds(T0 + timedelta(days=400))
+    counts, lasts, ats = (np.array(x, dtype=np.int64) for x in zip(*pairs)) if pairs else (np.zeros(0, np.int64),) * 3
+    lasts, ats = at0 - lasts, at0 + ats
+    expected = [edge_expired(c, last, at, params) for c, last, at in zip(counts.tolist(), lasts.tolist(), ats.tolist())]
+    with patch.object(pruning, "_FEW_EDGES", few_edges):
+        assert expired_at(counts, lasts, ats, params).tolist() == expected
 
 
 @EITHER_PATH

@@ -302,11 +302,11 @@ def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(m
               pruning("g", 94, ("cat",)), pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
     decide, groups = pruning_group.decide_tick, []
 
-    def failing(tick, reads, removed):
+    def failing(tick, *rest):
         groups.append(tick.timestamp)
         if tick.timestamp == T0 + timedelta(hours=94):
             raise ValueError("not decidable in the group")
-        return decide(tick, reads, removed)
+        return decide(tick, *rest)
 
     monkeypatch.setattr(pruning_group, "decide_tick", failing)
     one_by_one, expected = fold(events, batched=False)
