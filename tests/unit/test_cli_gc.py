@@ -1,8 +1,10 @@
-"""The command line tunes the cyclic garbage collector before any command runs."""
+"""The command line tunes the cyclic garbage collector and the allocator before any command runs."""
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 from emgas.streams.cli.main import GC_THRESHOLDS
 
@@ -23,3 +25,33 @@ def test_a_command_runs_with_the_collector_at_its_thresholds_and_the_imports_fro
     thresholds, frozen = json.loads(run.stderr.strip().splitlines()[-1])
     assert tuple(thresholds) == GC_THRESHOLDS
     assert frozen > 10_000, "the objects the imports made are frozen"
+
+
+FAULTS_PROBE = """
+import json, resource, sys
+if sys.argv[1] == "tuned":
+    from emgas.streams.cli.main import main
+    main(['config'])
+block = bytearray(48 * 2**20)  # the size of a large commit's batch, written: its pages faulted in
+del block
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(4):
+    block = bytearray(48 * 2**20)  # again: faulted in again unless the freed memory is reused
+    del block
+print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before), file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc tuning: Linux only")
+def test_a_command_reuses_freed_memory_instead_of_faulting_it_in_again(tmp_path):
+    faults = {}
+    for mode in ("tuned", "default"):
+        run = subprocess.run(
+            [sys.executable, "-c", FAULTS_PROBE, mode], capture_output=True, text=True, timeout=60,
+            env={"EMGAS_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
+        assert run.returncode == 0, run.stderr
+        faults[mode] = int(run.stderr.strip().splitlines()[-1])
+    pages = 4 * 48 * 2**20 // 4096
+    assert faults["default"] > pages // 2, "without the tuning each freed block is faulted in again"
+    assert faults["tuned"] < pages // 20, faults
