@@ -24,7 +24,7 @@ from datetime import datetime
 import numpy as np
 
 from emgas.processors.graph import ConceptState, concept_record
-from emgas.state.records import dumps_flat
+from emgas.state.records import PLAIN_FLOATS_BELOW, dumps_concepts, dumps_flat
 from emgas.state.repository import to_us
 
 NONE_US = np.iinfo(np.int64).min  # a time that is not there (None)
@@ -141,14 +141,18 @@ class ConceptColumns:
             self.retrievals[at].tolist(), self.first_retrieved[at].tolist(), self.last_retrieved[at].tolist(),
         )
         values = list(columns)
-        encoded = dumps_flat([
-            {
-                "id": cid, "text": text, "count": count, "base_activation": activation, "created_at": created,
-                "last_accessed": last, "decayed_to": decayed, "retrievals": retrievals, "first_retrieved": first,
-                "last_retrieved": latest,
-            }
-            for cid, text, count, activation, created, last, decayed, retrievals, first, latest in values
-        ], "id")
+        encoded: list[bytes] | list[bytes | None] | None = None
+        if bool(np.all(np.abs(self.activation[at]) < PLAIN_FLOATS_BELOW)):
+            encoded = dumps_concepts(values)
+        if encoded is None:
+            encoded = dumps_flat([
+                {
+                    "id": cid, "text": text, "count": count, "base_activation": activation, "created_at": created,
+                    "last_accessed": last, "decayed_to": decayed, "retrievals": retrievals, "first_retrieved": first,
+                    "last_retrieved": latest,
+                }
+                for cid, text, count, activation, created, last, decayed, retrievals, first, latest in values
+            ], "id")
         return [
             record or concept_record(one[0], list(one[1:])).model_dump_json().encode()
             for record, one in zip(encoded, values)

@@ -18,7 +18,7 @@ the version: as models, most of a takeover's first query.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable
 
 import msgspec
 import orjson
@@ -58,6 +58,41 @@ def dumps_flat(records: list[dict[str, Any]], first: str) -> list[bytes | None]:
     pieces[0] = pieces[0][len(head):]
     pieces[-1] = pieces[-1][:-1]
     return [head + piece + b"}" for piece in pieces]
+
+
+class _ConceptOut(msgspec.Struct):
+    """A concept record's fields in `ConceptState`'s order, to be written."""
+
+    id: str
+    text: str
+    count: int
+    base_activation: float
+    created_at: datetime
+    last_accessed: datetime
+    decayed_to: datetime | None
+    retrievals: int
+    first_retrieved: datetime | None
+    last_retrieved: datetime | None
+
+
+_ENCODER = msgspec.json.Encoder()
+# msgspec writes a float of 10^16 or more as `1e16`, pydantic (and orjson) as
+# `1e+16`; below that they write the same shortest form (10^6 random
+# doubles and every decade down to 10^-324 compared). Strings, integers,
+# None and aware datetimes (µs, offsets, `Z` for UTC) are written alike.
+PLAIN_FLOATS_BELOW = 1e16
+
+
+def dumps_concepts(values: Iterable[tuple]) -> list[bytes] | None:
+    """Each of `values` (a concept's id and its `Mentions` values, every
+    float below PLAIN_FLOATS_BELOW in magnitude) as its record's JSON, a
+    msgspec struct each (about a third of `dumps_flat`'s time); None where
+    msgspec cannot write one (a string that is not valid Unicode)."""
+    encode, row = _ENCODER.encode, _ConceptOut
+    try:
+        return [encode(row(*one)) for one in values]
+    except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
+        return None
 
 
 class _ConceptWire(msgspec.Struct):
