@@ -84,7 +84,7 @@ def _keep_freed_memory() -> None:
     try:
         libc = ctypes.CDLL(None)
         tune = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no C library to load, or not glibc's
         return
     tune(_M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
     tune(_M_TRIM_THRESHOLD, KEPT_FREE_BYTES)
