@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import gc
 import importlib
 import json
@@ -35,6 +34,7 @@ from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
 from emgas.streams.cli.command import Arg, Command, OneOf, arg, unwind_on_sigterm
 from emgas.streams.errors import InputFileError, QueryTimeout, StreamsError
+from emgas.streams.c_heap import keep_freed_memory
 from emgas.streams.settings import Settings
 
 
@@ -44,20 +44,11 @@ from emgas.streams.settings import Settings
 # looking for cycles that are not there.
 GC_THRESHOLDS = (50_000, 20, 100)
 
-# glibc's malloc gives a freed block of 128 KiB or more (a commit's write
-# batch, the fold's arrays, a long record's bytes) back to the kernel, and
-# the next one faults its pages in again: about 22,000 page faults and a
-# tenth of a second of system time a fold of 8,000 turns, none once freed
-# memory is kept for reuse. Kept up to these sizes (mallopt's parameters).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-KEPT_FREE_BYTES = 512 * 2**20  # free memory at the heap's top kept, at most
-HEAP_BLOCK_BYTES = 256 * 2**20  # blocks up to this size from the heap, not a mapping of their own
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _collect_less()
-    _keep_freed_memory()
+    keep_freed_memory()
     try:
         settings = Settings()
         use_directory(settings.wordnet_dir)
@@ -76,18 +67,6 @@ def _collect_less() -> None:
     and the collector runs at `GC_THRESHOLDS`."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-
-
-def _keep_freed_memory() -> None:
-    """Freed memory kept for the process's next allocations rather than
-    given back to the kernel (glibc only: elsewhere nothing changes)."""
-    try:
-        libc = ctypes.CDLL(None)
-        tune = libc.mallopt
-    except (OSError, AttributeError, TypeError):  # no C library to load, or not glibc's
-        return
-    tune(_M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
-    tune(_M_TRIM_THRESHOLD, KEPT_FREE_BYTES)
 
 
 def _fail(message: str, verbose: bool) -> int:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import shutil
 import threading
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -27,29 +24,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 THREADS_WAIT_S = 30.0  # the longest `close` waits for threads on the states (a large snapshot: seconds)
-
-
-def return_freed_memory() -> bool:
-    """Hand the C heap's free pages back to the system (glibc's `malloc_trim`).
-    A released partition's views and RocksDB buffers are freed, but glibc keeps
-    freed pages for reuse, so without this a worker's RSS stays at the most
-    partitions it ever held (in process: the views of 8,000 turns loaded and
-    closed, RSS unchanged; trimmed, 38-66 MiB less). False where the C library
-    has no `malloc_trim` (musl, macOS)."""
-    trim = _malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
-
-
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        return None
 
 
 class PartitionStates:

@@ -53,7 +53,8 @@ from emgas.streams.kafka.requests import client_timeout_s
 from emgas.streams.runtime.dlq import guarded
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.metrics import Metrics
-from emgas.streams.runtime.partitions import PartitionStates, return_freed_memory
+from emgas.streams.c_heap import return_freed_memory
+from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 

@@ -213,7 +213,7 @@ def test_a_partition_announced_elsewhere_has_its_state_committed_and_closed(
 def test_freed_memory_is_handed_back_where_the_c_library_can():
     import ctypes.util
 
-    from emgas.streams.runtime.partitions import return_freed_memory
+    from emgas.streams.c_heap import return_freed_memory
 
     glibc = "libc.so" in (ctypes.util.find_library("c") or "")  # Linux with glibc has malloc_trim; musl and macOS not
     assert return_freed_memory() is glibc
