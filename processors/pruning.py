@@ -254,16 +254,18 @@ def outlived_its_edges(
     that mention, and the mention made it anew, alone: an old turn that
     linked a recent concept to old ones arrived late, and losing those
     edges now must not take the recent concept along."""
-    return outlived(concept, [edge_end_s(pair, partner, params) for pair, partner in lost])
+    return outlived(concept, (edge_end_s(pair, partner, params) for pair, partner in lost))
 
 
-def outlived(concept: ConceptState | None, ends: list[float]) -> bool:
+def outlived(concept: ConceptState | None, ends: Iterable[float]) -> bool:
     """`outlived_its_edges` given the event times (s since 1970) by which
-    each lost edge would have gone (`edge_end_s`): some, and all before the
-    concept's newest mention."""
+    each lost edge would have gone (`edge_end_s`, taken only where the
+    concept has a newest mention to compare them with): some, and all
+    before that mention."""
     if concept is None:
         return False
     mentioned = last_mentioned(concept)
     if mentioned is None:
         return False
-    return bool(ends) and max(ends) < seconds(mentioned)
+    latest = max(ends, default=None)
+    return latest is not None and latest < seconds(mentioned)

@@ -103,6 +103,11 @@ def slot_key(a: int, b: int, size: int) -> int:
     return a * size + b if a < b else b * size + a
 
 
+def slot_keys(a: np.ndarray, b: np.ndarray, size: int) -> np.ndarray:
+    """`slot_key` of each (a[k], b[k])."""
+    return np.minimum(a, b) * size + np.maximum(a, b)
+
+
 @dataclass(frozen=True)
 class TickDecision:
     """What one tick removes (`evolve_decay`'s writes but its meta's):
@@ -250,12 +255,8 @@ def _outlived(
         return False
     slot = reads.slots[cid]
     pairs = reads.isolated_edges.get(slot, {})
-    ends = []
-    for other in neighbours.get(slot, ()):
-        pair = pairs.get(other)
-        if pair is not None:
-            ends.append(edge_end_at_us(pair[0], pair[1], pruned.get(other), decay))
-    return outlived(concept, ends)
+    lost = (pairs[other] + (other,) for other in neighbours.get(slot, ()) if other in pairs)
+    return outlived(concept, (edge_end_at_us(count, last, pruned.get(other), decay) for count, last, other in lost))
 
 
 def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: Removed) -> tuple[str, ...]:

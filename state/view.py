@@ -38,7 +38,7 @@ from emgas.processors.writes import (
 from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
-from emgas.processors.pruning_group import ListedEdge, ListedEdges
+from emgas.processors.pruning_group import ListedEdge, ListedEdges, slot_keys
 from emgas.state import kernels, keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
@@ -344,10 +344,9 @@ class GraphView:
         once = np.ones(len(order), dtype=np.bool_)  # listed twice the same way round: once
         once[1:] = (ticks[1:] != ticks[:-1]) | (a[1:] != a[:-1]) | (b[1:] != b[:-1])
         order, ticks, a, b = order[once], ticks[once], a[once], b[once]
-        size = len(self.ids)
-        keys = np.minimum(a, b) * size + np.maximum(a, b)
         return ListedEdges(
-            np.searchsorted(ticks, np.arange(len(per_tick) + 1)).tolist(), a.tolist(), b.tolist(), keys.tolist(),
+            np.searchsorted(ticks, np.arange(len(per_tick) + 1)).tolist(), a.tolist(), b.tolist(),
+            slot_keys(a, b, len(self.ids)).tolist(),
             counts[order].astype(np.int64), lasts[order].astype(np.int64),
         )
 
