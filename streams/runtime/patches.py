@@ -51,6 +51,15 @@ line naming the patch that would be at risk. The patches, and why each exists:
    Faust's `_drain_messages` and `getmany` otherwise: the same flow control,
    read offsets, gaps, partition filter and generation check. Tested by
    tests/unit/test_intake.py and by every live test (tests/integration).
+8. `venusian` in `faust.app.base`: no scan bookkeeping. Each agent, task,
+   timer and page the app declares is registered for `app.discover` by
+   venusian's `attach`, which finds the caller's source line
+   (`inspect.getframeinfo`: the module file read, every module in
+   `sys.modules` looked at, per declaration): about 0.2 s of every worker's
+   start, so of every takeover by a starting worker. This worker never calls
+   `discover` (its agents are declared by `streams.runtime.app`), so
+   `attach` does nothing here; `Scanner` stays venusian's. Tested by
+   tests/unit/test_patches.py.
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held
@@ -70,10 +79,12 @@ import faust
 from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
 from aiokafka.errors import InvalidRequestError, RebalanceInProgressError
 from faust.tables import TableManager
+from faust.app import base as faust_app_base
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import ack_lock
+from faust.utils import venusian as faust_venusian
 from mode.utils.futures import notify
 
 from emgas.streams.errors import StreamsError
@@ -230,10 +241,12 @@ class TablelessManager(TableManager):
 
 class App(faust.App):
     """A Faust app whose consumer uses `fetch_max_wait_ms`, whose producer is
-    idempotent and whose table manager does not sleep at start."""
+    idempotent, whose table manager does not sleep at start and whose
+    declarations skip venusian (8)."""
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        faust_app_base.venusian = _NoScan  # type: ignore[assignment]  # 8, before anything is declared
         super().__init__(*args, TableManager=TablelessManager, **kwargs)
 
     def _new_transport(self) -> Transport:
@@ -246,6 +259,19 @@ class App(faust.App):
         consumer.intake = intake
         intake.acknowledge = consumer.acknowledge
         self.flow_control.manage_queue(intake)  # type: ignore[arg-type]  # cleared as Faust clears its buffers
+
+
+# 8: no venusian bookkeeping.
+
+class _NoScan:
+    """What `faust.app.base` calls `venusian`: `attach` records nothing (no
+    `discover` here), `Scanner` is venusian's."""
+
+    Scanner = faust_venusian.Scanner
+
+    @staticmethod
+    def attach(*args: Any, **kwargs: Any) -> None:
+        return None
 
 
 # 3: SyncGroup refused with INVALID_REQUEST.

@@ -59,6 +59,35 @@ async def test_the_table_manager_sleeps_at_start_only_when_a_table_is_declared(m
     assert slept == sleeps and manager._recovery.started
 
 
+def test_declaring_agents_and_tasks_reads_no_source_for_venusian(monkeypatch):
+    import inspect
+
+    import venusian
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("venusian bookkeeping on a declaration")
+
+    monkeypatch.setattr(venusian, "attach", refuse)
+    monkeypatch.setattr(inspect, "getframeinfo", refuse)
+    app = App("emgas-test", broker="kafka://127.0.0.1:9", fetch_max_wait_ms=100)
+    topic = app.topic("emgas-test-topic")
+
+    @app.agent(topic)
+    async def agent(stream):  # pragma: no cover - declared, never run
+        async for _ in stream:
+            pass
+
+    @app.task
+    async def task():  # pragma: no cover - declared, never run
+        pass
+
+    @app.timer(1.0)
+    async def timer():  # pragma: no cover - declared, never run
+        pass
+
+    assert list(app.agents) == [agent.name] and len(app._tasks) == 2  # declared as without the patch
+
+
 def test_the_worker_logs_at_its_level_without_a_spinner_raising_the_root_to_debug():
     """Faust's start-up spinner set the root logger to DEBUG at --loglevel
     WARNING (so every library's debug line made a record); the worker has none."""
