@@ -280,8 +280,8 @@ class Adjacency:
     def _merge_queued(self) -> None:
         """Merge every queued clique into its rows: the queued pairs counted
         (`kernels.queued_pairs`), then each touched row merged with its
-        pairs (`kernels.merge_into_rows`), all in compiled loops, the rows
-        read and written a set at a time."""
+        pairs and written at the pool's end (`kernels.merge_in_pool`), all
+        in compiled loops."""
         if not self._queued:
             return
         chunks, self._queued = self._queued, []
@@ -293,11 +293,14 @@ class Adjacency:
             return
         row_of = pairs // n  # ascending, as the pairs are
         touched = row_of[np.flatnonzero(np.diff(row_of, prepend=-1))]
-        old_ptr, old_idx, old_cnt, old_last = _gather(self._layout, touched)  # the queue is empty now
-        ptr, idx, cnt, last, created = kernels.merge_into_rows(
-            old_ptr, old_idx, old_cnt, old_last, touched, pairs, counts, latest, n,
-        )
-        self._replace(touched, (ptr, idx, cnt, last))
+        replaced = int((self._layout[0][touched] & _LENGTH_MASK).sum())
+        if self._used + replaced + len(pairs) > len(self._layout[1]):  # room for the most the rows can become
+            self._make_room(replaced + len(pairs))
+        written, created = kernels.merge_in_pool(*self._layout, self._used, touched, pairs, counts, latest, n)
+        self._used += written
+        self._live += written - replaced
+        self._ordered = False
+        self._dirty.update(touched.tolist())
         # Each new edge is new at both ends: report it from its lower end.
         upper = created & (row_of < pairs % n)
         self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])

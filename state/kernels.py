@@ -107,6 +107,72 @@ def merge_into_rows(
 
 
 @_compiled_on_first_call
+def merge_in_pool(
+    spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, at: int,
+    touched: np.ndarray, pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
+) -> tuple[int, np.ndarray]:  # pragma: no cover - compiled
+    """`merge_into_rows` on the pool itself: each touched row (ascending)
+    read where its span says, merged with its pairs (keys row·n + neighbour,
+    sorted, distinct, each of a touched row: count += count, last =
+    max(last, latest), a pair not in its row yet created) and written from
+    pool position `at` on (the caller has made room for every touched row's
+    entries plus every pair), its span then pointing there. Nothing below
+    `at` is written, so the rows not touched, and the old copies, stay as
+    they are. Returns the entries written and, per pair, whether it was
+    created: one copy of each row, where gathering it, merging it into new
+    arrays and copying those to the pool made three."""
+    m = len(pairs)
+    created = np.zeros(m, dtype=np.bool_)
+    k = 0
+    o = at
+    for r in range(len(touched)):
+        row = touched[r]
+        span = spans[row]
+        i = span >> _SPAN_BITS
+        end = i + (span & _LENGTH_MASK)
+        start = o
+        stop = k
+        while stop < m and pairs[stop] // n == row:
+            stop += 1
+        while i < end or k < stop:
+            if k < stop:
+                other = pairs[k] - row * n
+            if k >= stop or (i < end and pool_idx[i] < other):
+                pool_idx[o], pool_cnt[o], pool_last[o] = pool_idx[i], pool_cnt[i], pool_last[i]
+                i += 1
+            elif i >= end or other < pool_idx[i]:
+                pool_idx[o], pool_cnt[o], pool_last[o] = other, counts[k], latest[k]
+                created[k] = True
+                k += 1
+            else:
+                pool_idx[o], pool_cnt[o] = other, pool_cnt[i] + counts[k]
+                pool_last[o] = max(pool_last[i], latest[k])
+                i += 1
+                k += 1
+            o += 1
+        spans[row] = ((start) << _SPAN_BITS) | (o - start)
+    return o - at, created
+
+
+# A row's distinct second ends in a merge: up to this many sorted by insertion
+# (the bench's merges: 16-128 about alike, and about half of `queued_pairs`
+# spent in numba's sort, 27 Nov), more by numba's sort.
+_FEW_ENDS = 96
+
+
+@_compiled_on_first_call
+def _insertion_sort(values: np.ndarray) -> None:  # pragma: no cover - compiled
+    """`values` sorted ascending, in place."""
+    for i in range(1, len(values)):
+        value = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > value:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = value
+
+
+@_compiled_on_first_call
 def queued_pairs(
     members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray, n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -119,7 +185,9 @@ def queued_pairs(
     Without sorting the pairs: each clique's entries are placed under
     their first end (a counting sort by row), each row's second ends
     gathered once with their count and times in scratch arrays indexed by
-    node, and only a row's distinct second ends sorted."""
+    node, and only a row's distinct second ends sorted, in place (by
+    insertion up to `_FEW_ENDS` of them: numba's sort of a few dozen
+    integers costs several times as much)."""
     row_ptr = np.zeros(n + 1, dtype=np.int64)
     start = 0
     for c in range(len(sizes)):
@@ -138,10 +206,12 @@ def queued_pairs(
         size = sizes[c]
         for x in range(start, start + size):
             a = members[x]
+            f = fill[a]
             for y in range(start, start + size):
                 if y != x:
-                    other[fill[a]], clique[fill[a]] = members[y], c
-                    fill[a] += 1
+                    other[f], clique[f] = members[y], c
+                    f += 1
+            fill[a] = f
         start += size
     pairs = np.empty(total, dtype=np.int64)
     counts = np.zeros(total, dtype=np.int64)
@@ -167,7 +237,11 @@ def queued_pairs(
             count[b] += 1
             first_s[b] = min(first_s[b], at_s[c])
             last_us[b] = max(last_us[b], at_us[c])
-        ends = np.sort(other[lo:lo + distinct])
+        ends = other[lo:lo + distinct]
+        if distinct <= _FEW_ENDS:
+            _insertion_sort(ends)
+        else:
+            ends.sort()
         for b in ends:
             pairs[d], counts[d], earliest[d], latest[d] = np.int64(a) * n + b, count[b], first_s[b], last_us[b]
             d += 1
@@ -456,6 +530,12 @@ def warm() -> None:
     row_payloads(one, one, one, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.uint8), np.array([0, 1], dtype=np.int64))
     spans = np.array([2], dtype=np.int64)  # row 0: entries 0 and 1
     gather_rows(spans, idx, cnt, last, np.zeros(1, dtype=np.int64))
+    pool_idx, pool_cnt, pool_last = np.zeros(6, dtype=np.int32), np.ones(6, dtype=np.int32), np.zeros(6, dtype=np.int64)
+    pool_idx[:2] = idx
+    merge_in_pool(
+        spans.copy(), pool_idx, pool_cnt, pool_last, 2, np.zeros(1, dtype=np.int64), np.array([2], dtype=np.int64),
+        np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
+    )
     find_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
     drop_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
     one_i, one_f, one_b = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.bool_)

@@ -1,6 +1,7 @@
 """The adjacency's compiled kernels against plain Python on the same rows."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,8 +75,27 @@ def test_queued_pairs_counts_each_ordered_pair_with_its_earliest_and_latest_time
     sizes = np.array([len(clique) for clique, _, _ in queued], dtype=np.int64)
     at_s = np.array([s for _, s, _ in queued], dtype=np.float64)
     at_us = np.array([us for _, _, us in queued], dtype=np.int64)
-    n = 31
+    check_queued_pairs(queued, members, sizes, at_s, at_us, 31)
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_queued_pairs_sorts_the_ends_of_a_row_with_many_as_one_with_few(seed):
+    """Rows with more distinct ends than `kernels._FEW_ENDS` (sorted by numba's
+    sort, not by insertion) beside rows with few."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    queued = [(set(rng.choice(n, size=size, replace=False).tolist()), float(rng.uniform(0, 1e9)), int(rng.integers(0, 2**50)))
+              for size in (kernels._FEW_ENDS + 30, 3, kernels._FEW_ENDS + 5, 7, 2, kernels._FEW_ENDS // 2)]
+    members = np.array([m for clique, _, _ in queued for m in sorted(clique)], dtype=np.int32)
+    sizes = np.array([len(clique) for clique, _, _ in queued], dtype=np.int64)
+    at_s = np.array([s for _, s, _ in queued], dtype=np.float64)
+    at_us = np.array([us for _, _, us in queued], dtype=np.int64)
+    check_queued_pairs(queued, members, sizes, at_s, at_us, n)
+
+
+def check_queued_pairs(
+    queued: list, members: np.ndarray, sizes: np.ndarray, at_s: np.ndarray, at_us: np.ndarray, n: int,
+) -> None:
     pairs, counts, earliest, latest = kernels.queued_pairs(members, sizes, at_s, at_us, n)
 
     expected: dict[int, tuple[int, float, int]] = {}
@@ -116,9 +136,56 @@ def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
     assert created.tolist() == expected_created
 
 
+@given(st.dictionaries(st.integers(0, 12), st.tuples(row_strategy, row_strategy), min_size=1, max_size=6),
+       st.integers(0, 20))
+@settings(max_examples=300, deadline=None)
+def test_merge_in_pool_writes_what_merge_into_rows_makes_after_the_pool_and_leaves_the_rest(rows, gap):
+    """Rows 0..12 of a pool, each where its span says (`gap` unused entries
+    between them); the touched ones merged at `at` with their pairs."""
+    n = 61
+    touched = sorted(rows)
+    old = {r: as_arrays(rows[r][0]) if r in rows else as_arrays({}) for r in range(13)}
+    spans, pieces, at = np.zeros(13, dtype=np.int64), [], 0
+    for r in range(13):
+        spans[r] = (at << kernels._SPAN_BITS) | len(old[r][0])
+        pieces.append(old[r])
+        pieces.append(tuple(np.full(gap, -7, dtype=a.dtype) for a in old[r]))
+        at += len(old[r][0]) + gap
+    incoming = [(r, k, v) for r in touched for k, v in sorted(rows[r][1].items())]
+    pairs = np.array([r * n + k for r, k, _ in incoming], dtype=np.int64)
+    counts = np.array([v[0] for _, _, v in incoming], dtype=np.int64)
+    latest = np.array([v[1] for _, _, v in incoming], dtype=np.int64)
+    room = sum(len(old[r][0]) for r in touched) + len(pairs)
+    pool = [np.concatenate([piece[part] for piece in pieces] + [np.zeros(room, dtype=pieces[0][part].dtype)])
+            for part in range(3)]
+    before = [array.copy() for array in pool]
+    old_spans = spans.copy()
+
+    written, created = kernels.merge_in_pool(
+        spans, *pool, at, np.array(touched, dtype=np.int64), pairs, counts, latest, n,
+    )
+
+    old_ptr = np.cumsum([0] + [len(old[r][0]) for r in touched]).astype(np.int64)
+    _, idx, cnt, last, expected_created = kernels.merge_into_rows(
+        old_ptr, *(np.concatenate([old[r][part] for r in touched]) for part in range(3)),
+        np.array(touched, dtype=np.int64), pairs, counts, latest, n,
+    )
+    assert written == len(idx) and created.tolist() == expected_created.tolist()
+    for part, expected in zip(pool, (idx, cnt, last)):
+        assert part[at:at + written].tolist() == expected.tolist()
+    for part, kept in zip(pool, before):
+        assert np.array_equal(part[:at], kept[:at]), "nothing below `at` is written"
+    for r in range(13):
+        start, length = int(spans[r]) >> kernels._SPAN_BITS, int(spans[r]) & kernels._LENGTH_MASK
+        if r not in rows:
+            assert spans[r] == old_spans[r]
+        else:
+            assert as_dict(*(part[start:start + length] for part in pool)) == merged(rows[r][0], rows[r][1])
+
+
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_rows, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows, kernels.row_payloads):
+    for kernel in (kernels.merge_into_rows, kernels.merge_in_pool, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows, kernels.row_payloads):
         assert kernel.signatures, f"{kernel.__name__} compiled"
 
 
