@@ -4,6 +4,7 @@ read as a `TurnRow`, a consolidation as a `ConsolidateRow`, a tick as a
 fast path is not sure of gets the codec's answer (its event, or its
 refusal with the same reason)."""
 
+import gc
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -304,6 +305,13 @@ TICK_EDITS = {
     "no concepts field": {"concepts": None},
     "schema version 2": {"schema_version": 2},
 }
+
+
+def test_rows_are_not_tracked_by_the_cyclic_collector():
+    """A batch's rows are never in a cycle: the collector's pass after each batch skips them."""
+    rows = [decode_for_fold(encode(event)) for event in (TURN, CONSOLIDATION, TICK)]
+    assert [type(row) for row in rows] == [TurnRow, ConsolidateRow, DecayRow]
+    assert not any(gc.is_tracked(row) for row in rows)
 
 
 def test_a_ticks_parameters_keep_the_sign_of_a_zero():
