@@ -98,16 +98,18 @@ class MentionColumns:
     def turn(self, concepts: Sequence[Concept] | Sequence[ConceptRow], at: datetime) -> None:
         """A turn's mentions, at event time `at`, in its order."""
         slots, first_text = self._slots, self._first_text
+        slot, texts, importance = self._slot, self._texts, self._importance
         for concept in concepts:
-            k = slots.get(concept.id)
+            cid, text = concept.id, concept.text
+            k = slots.get(cid)
             if k is None:
-                slots[concept.id] = len(slots)
-                first_text.append(concept.text)
-            elif concept.text != first_text[k]:
+                k = slots[cid] = len(slots)
+                first_text.append(text)
+            elif text != first_text[k]:
                 self._varied.add(k)
-        self._slot += [slots[concept.id] for concept in concepts]
-        self._texts += [concept.text for concept in concepts]
-        self._importance += [concept.importance for concept in concepts]
+            slot.append(k)
+            texts.append(text)
+            importance.append(concept.importance)
         k = len(concepts)
         self._at_us.extend([to_us(at)] * k)
         self._at.extend([at] * k)
