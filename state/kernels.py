@@ -154,9 +154,10 @@ def merge_in_pool(
     return o - at, created
 
 
-# A row's distinct second ends in a merge: up to this many sorted by insertion
-# (the bench's merges: 16-128 about alike, and about half of `queued_pairs`
-# spent in numba's sort, 27 Nov), more by numba's sort.
+# A row's distinct second ends in a merge: up to this many sorted by insertion,
+# more by numba's sort (which was about half of `queued_pairs` on the bench
+# fold's merges; of the limits tried there, 16, 48, 128 and 512, 48 and 128
+# did best, 27 Nov).
 _FEW_ENDS = 96
 
 
