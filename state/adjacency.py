@@ -293,17 +293,27 @@ class Adjacency:
             return
         row_of = pairs // n  # ascending, as the pairs are
         touched = row_of[np.flatnonzero(np.diff(row_of, prepend=-1))]
+        created = self._merge_rows(touched, pairs, counts, latest, n)
+        # Each new edge is new at both ends: report it from its lower end.
+        upper = created & (row_of < pairs % n)
+        self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
+
+    def _merge_rows(
+        self, touched: np.ndarray, pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
+    ) -> np.ndarray:
+        """Merge `pairs` (keys row·n + neighbour, sorted, distinct, each of a
+        row in `touched`, ascending) into their rows, each written anew at
+        the pool's end (`kernels.merge_in_pool`, room made first for the most
+        the rows can become); which pairs were not entries yet (a mask)."""
         replaced = int((self._layout[0][touched] & _LENGTH_MASK).sum())
-        if self._used + replaced + len(pairs) > len(self._layout[1]):  # room for the most the rows can become
+        if self._used + replaced + len(pairs) > len(self._layout[1]):
             self._make_room(replaced + len(pairs))
         written, created = kernels.merge_in_pool(*self._layout, self._used, touched, pairs, counts, latest, n)
         self._used += written
         self._live += written - replaced
         self._ordered = False
         self._dirty.update(touched.tolist())
-        # Each new edge is new at both ends: report it from its lower end.
-        upper = created & (row_of < pairs % n)
-        self._created(row_of[upper].astype(np.int32), (pairs[upper] % n).astype(np.int32), earliest[upper])
+        return created
 
     def _created(self, a: np.ndarray, b: np.ndarray, at: np.ndarray) -> None:
         """After a merge: count the edges (a[k] < b[k]) it created and tell `on_new_edges`."""
@@ -350,14 +360,13 @@ class Adjacency:
     def _merge(self, i: int, others: np.ndarray, increments: np.ndarray, lasts: np.ndarray) -> np.ndarray:
         """+increments on row i's counts of `others` (sorted, distinct), last =
         max(last, lasts); which of them were not neighbours of i yet (a mask over `others`)."""
-        idx, cnt, last = self.full_row(i)
+        if self._queued:
+            self._merge_queued()  # row i as it is now
         n = max(self._n, 1)
-        ptr, idx, cnt, last, created = kernels.merge_into_rows(
-            np.array([0, len(idx)], dtype=np.int64), idx, cnt, last, np.array([i], dtype=np.int64),
-            i * n + others.astype(np.int64), increments.astype(np.int64), lasts.astype(np.int64), n,
+        return self._merge_rows(
+            np.array([i], dtype=np.int64), i * n + others.astype(np.int64), increments.astype(np.int64),
+            lasts.astype(np.int64), n,
         )
-        self._replace(np.array([i], dtype=np.int64), (ptr, idx, cnt, last))
-        return created
 
     def remove(self, a: int, b: int) -> bool:
         """Drop the edge (a, b); whether it existed."""

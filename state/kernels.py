@@ -62,65 +62,21 @@ def _compile() -> None:
 
 
 @_compiled_on_first_call
-def merge_into_rows(
-    old_ptr: np.ndarray, old_idx: np.ndarray, old_cnt: np.ndarray, old_last: np.ndarray, touched: np.ndarray,
-    pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Rows with pairs merged in: row r is `touched[r]` (rows ascending), its
-    entries old_*[old_ptr[r]:old_ptr[r + 1]]; the pairs are keys row·n +
-    neighbour (sorted, distinct, each of a touched row) with their counts
-    and latest µs: count += count, last = max(last, latest), a pair not in
-    its row yet created with its count and latest. Returns the merged rows
-    (row r at out[ptr[r]:ptr[r + 1]]) and, per pair, whether it was created."""
-    rows, m = len(touched), len(pairs)
-    total = len(old_idx) + m
-    out_ptr = np.zeros(rows + 1, dtype=np.int64)
-    out_idx = np.empty(total, dtype=np.int32)
-    out_cnt = np.empty(total, dtype=np.int32)
-    out_last = np.empty(total, dtype=np.int64)
-    created = np.zeros(m, dtype=np.bool_)
-    k = o = 0
-    for r in range(rows):
-        row = touched[r]
-        i, end = old_ptr[r], old_ptr[r + 1]
-        stop = k
-        while stop < m and pairs[stop] // n == row:
-            stop += 1
-        while i < end or k < stop:
-            if k < stop:
-                other = pairs[k] - row * n
-            if k >= stop or (i < end and old_idx[i] < other):
-                out_idx[o], out_cnt[o], out_last[o] = old_idx[i], old_cnt[i], old_last[i]
-                i += 1
-            elif i >= end or other < old_idx[i]:
-                out_idx[o], out_cnt[o], out_last[o] = other, counts[k], latest[k]
-                created[k] = True
-                k += 1
-            else:
-                out_idx[o], out_cnt[o] = other, old_cnt[i] + counts[k]
-                out_last[o] = max(old_last[i], latest[k])
-                i += 1
-                k += 1
-            o += 1
-        out_ptr[r + 1] = o
-    return out_ptr, out_idx[:o], out_cnt[:o], out_last[:o], created
-
-
-@_compiled_on_first_call
 def merge_in_pool(
     spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, at: int,
     touched: np.ndarray, pairs: np.ndarray, counts: np.ndarray, latest: np.ndarray, n: int,
 ) -> tuple[int, np.ndarray]:  # pragma: no cover - compiled
-    """`merge_into_rows` on the pool itself: each touched row (ascending)
-    read where its span says, merged with its pairs (keys row·n + neighbour,
-    sorted, distinct, each of a touched row: count += count, last =
-    max(last, latest), a pair not in its row yet created) and written from
-    pool position `at` on (the caller has made room for every touched row's
-    entries plus every pair), its span then pointing there. Nothing below
-    `at` is written, so the rows not touched, and the old copies, stay as
-    they are. Returns the entries written and, per pair, whether it was
-    created: one copy of each row, where gathering it, merging it into new
-    arrays and copying those to the pool made three."""
+    """Rows with pairs merged in, on the pool itself: each touched row
+    (ascending) read where its span says, merged with its pairs (keys
+    row·n + neighbour, sorted, distinct, each of a touched row: count +=
+    count, last = max(last, latest), a pair not in its row yet created
+    with its count and latest) and written from pool position `at` on (the
+    caller has made room for every touched row's entries plus every pair),
+    its span then pointing there. Nothing below `at` is written, so the
+    rows not touched, and the old copies, stay as they are. Returns the
+    entries written and, per pair, whether it was created: one copy of
+    each row, where gathering it, merging it into new arrays and copying
+    those to the pool made three."""
     m = len(pairs)
     created = np.zeros(m, dtype=np.bool_)
     k = 0
@@ -522,10 +478,6 @@ def warm() -> None:
     idx, cnt, last = np.array([1, 3], dtype=np.int32), np.array([1, 1], dtype=np.int32), np.zeros(2, dtype=np.int64)
     others = np.array([2, 3], dtype=np.int32)
     queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)
-    merge_into_rows(
-        np.array([0, 2], dtype=np.int64), idx, cnt, last, np.array([0], dtype=np.int64),
-        np.array([2], dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
-    )
     sorted_within_rows(np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64))
     one = np.ones(1, dtype=np.int64)
     row_payloads(one, one, one, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.uint8), np.array([0, 1], dtype=np.int64))

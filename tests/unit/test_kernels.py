@@ -43,19 +43,23 @@ def merged(row: dict[int, tuple[int, int]], incoming: dict[int, tuple[int, int]]
 def test_merge_into_a_row_adds_counts_keeps_the_later_time_and_names_the_new_entries(row, incoming):
     idx, cnt, last = as_arrays(row)
     others, increments, lasts = as_arrays(incoming)
-    before = (idx.copy(), cnt.copy(), last.copy())
+    room = len(idx) + len(others)
+    pool = [np.concatenate([part, np.zeros(room, dtype=part.dtype)]) for part in (idx, cnt, last)]
     n, i = 61, 7
+    spans = np.zeros(i + 1, dtype=np.int64)
+    spans[i] = len(idx)  # row i: the pool's first entries
 
-    ptr, out_idx, out_cnt, out_last, created = kernels.merge_into_rows(
-        np.array([0, len(idx)], dtype=np.int64), idx, cnt, last, np.array([i], dtype=np.int64),
+    written, created = kernels.merge_in_pool(
+        spans, *pool, len(idx), np.array([i], dtype=np.int64),
         i * n + others.astype(np.int64), increments.astype(np.int64), lasts, n,
     )
 
-    assert ptr.tolist() == [0, len(out_idx)]
-    assert as_dict(out_idx, out_cnt, out_last) == merged(row, incoming)
+    start, length = int(spans[i]) >> kernels._SPAN_BITS, int(spans[i]) & kernels._LENGTH_MASK
+    assert (start, length) == (len(idx), written)
+    assert as_dict(*(part[start:start + length] for part in pool)) == merged(row, incoming)
     assert created.tolist() == [k not in row for k in sorted(incoming)]
-    for array, kept in zip((idx, cnt, last), before):
-        assert np.array_equal(array, kept), "the row handed in is never written"
+    for part, kept in zip(pool, (idx, cnt, last)):
+        assert np.array_equal(part[:len(idx)], kept), "the row as it was is never written"
 
 
 cliques = st.lists(
@@ -111,37 +115,13 @@ def check_queued_pairs(
     ]
 
 
-@given(st.dictionaries(st.integers(0, 12), st.tuples(row_strategy, row_strategy), min_size=1, max_size=6))
-@settings(max_examples=300, deadline=None)
-def test_merge_into_rows_merges_each_row_with_its_own_pairs(rows):
-    n = 61
-    touched = sorted(rows)
-    old = [as_arrays(rows[r][0]) for r in touched]
-    old_ptr = np.cumsum([0] + [len(idx) for idx, _, _ in old]).astype(np.int64)
-    incoming = [(r, k, v) for r in touched for k, v in sorted(rows[r][1].items())]
-    pairs = np.array([r * n + k for r, k, _ in incoming], dtype=np.int64)
-    counts = np.array([v[0] for _, _, v in incoming], dtype=np.int64)
-    latest = np.array([v[1] for _, _, v in incoming], dtype=np.int64)
-
-    ptr, idx, cnt, last, created = kernels.merge_into_rows(
-        old_ptr, *(np.concatenate([row[part] for row in old]) for part in range(3)),
-        np.array(touched, dtype=np.int64), pairs, counts, latest, n,
-    )
-
-    expected_created = []
-    for r, (lo, hi) in zip(touched, zip(ptr[:-1], ptr[1:])):
-        row, incoming = rows[r]
-        assert as_dict(idx[lo:hi], cnt[lo:hi], last[lo:hi]) == merged(row, incoming)
-        expected_created += [k not in row for k in sorted(incoming)]
-    assert created.tolist() == expected_created
-
-
 @given(st.dictionaries(st.integers(0, 12), st.tuples(row_strategy, row_strategy), min_size=1, max_size=6),
        st.integers(0, 20))
 @settings(max_examples=300, deadline=None)
-def test_merge_in_pool_writes_what_merge_into_rows_makes_after_the_pool_and_leaves_the_rest(rows, gap):
+def test_merge_in_pool_merges_each_row_with_its_own_pairs_after_the_pool_and_leaves_the_rest(rows, gap):
     """Rows 0..12 of a pool, each where its span says (`gap` unused entries
-    between them); the touched ones merged at `at` with their pairs."""
+    between them); the touched ones merged at `at` with their pairs, one
+    after another in row order."""
     n = 61
     touched = sorted(rows)
     old = {r: as_arrays(rows[r][0]) if r in rows else as_arrays({}) for r in range(13)}
@@ -165,27 +145,25 @@ def test_merge_in_pool_writes_what_merge_into_rows_makes_after_the_pool_and_leav
         spans, *pool, at, np.array(touched, dtype=np.int64), pairs, counts, latest, n,
     )
 
-    old_ptr = np.cumsum([0] + [len(old[r][0]) for r in touched]).astype(np.int64)
-    _, idx, cnt, last, expected_created = kernels.merge_into_rows(
-        old_ptr, *(np.concatenate([old[r][part] for r in touched]) for part in range(3)),
-        np.array(touched, dtype=np.int64), pairs, counts, latest, n,
-    )
-    assert written == len(idx) and created.tolist() == expected_created.tolist()
-    for part, expected in zip(pool, (idx, cnt, last)):
-        assert part[at:at + written].tolist() == expected.tolist()
+    expected_created = [k not in rows[r][0] for r in touched for k in sorted(rows[r][1])]
+    assert created.tolist() == expected_created
+    assert written == sum(len(merged(*rows[r])) for r in touched)
     for part, kept in zip(pool, before):
         assert np.array_equal(part[:at], kept[:at]), "nothing below `at` is written"
+    next_start = at
     for r in range(13):
         start, length = int(spans[r]) >> kernels._SPAN_BITS, int(spans[r]) & kernels._LENGTH_MASK
         if r not in rows:
             assert spans[r] == old_spans[r]
         else:
+            assert start == next_start  # the touched rows one after another, from `at`
+            next_start += length
             assert as_dict(*(part[start:start + length] for part in pool)) == merged(rows[r][0], rows[r][1])
 
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_into_rows, kernels.merge_in_pool, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows, kernels.row_payloads):
+    for kernel in (kernels.merge_in_pool, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows, kernels.row_payloads):
         assert kernel.signatures, f"{kernel.__name__} compiled"
 
 
