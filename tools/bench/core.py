@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import heapq
 import statistics
@@ -16,6 +15,7 @@ import numpy as np
 from emgas.processors.activation import ActivationParams, concept_scores, spread, top_concepts
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import GraphEvent, Turn
+from emgas.streams.c_heap import return_freed_memory
 from emgas.processors.extract import ExtractionParams, detect_language, encode_all, extractor_id, ingest
 from emgas.processors.fold_codec import decode_for_fold
 from emgas.tools.graph_arrays import degrees, edge_arrays
@@ -197,7 +197,7 @@ def synthetic_view(concepts: int, edges: int, seed: int) -> GraphView:
 def _rss_bytes() -> int:
     """Resident set size, after handing freed heap back to the system."""
     gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return_freed_memory()
     return resident_bytes()
 
 
