@@ -117,7 +117,11 @@ def edge_lifetime(pair_count: int, params: DecayParams) -> float:
     return params.edge_stability_s * max(pair_count, 1) * math.log(1.0 / params.edge_threshold)
 
 
+def window_index(t: datetime, window_s: float) -> int:
+    """k of the event-time window [k·W, (k+1)·W) holding t (W = `window_s`, seconds since the epoch)."""
+    return math.floor(seconds(t) / window_s)
+
+
 def window_start(t: datetime, window_s: float) -> datetime:
     """Start of the event-time window holding t: windows are [k·W, (k+1)·W) since the epoch."""
-    k = math.floor(seconds(t) / window_s)
-    return EPOCH + timedelta(seconds=k * window_s)
+    return EPOCH + timedelta(seconds=window_index(t, window_s) * window_s)

@@ -6,14 +6,13 @@ used by `processors.evolve`, which applies whole events.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from functools import lru_cache
 from typing import Iterable, Mapping, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, seconds, window_start
+from emgas.processors.dynamics import DAY_S, DecayParams, decay_factor, window_index, window_start
 from emgas.processors.events import MAX_BOOST, Concept, MetadataValue
 from emgas.processors.topics import TopicParams
 
@@ -271,8 +270,8 @@ def contributed(
 
 @lru_cache(maxsize=4096)  # the turns of a window share their times' windows
 def _window_index(t: datetime, window_s: float) -> int:
-    """k such that t is in the window [k·W, (k+1)·W) (`window_start`'s k)."""
-    return math.floor(seconds(t) / window_s)
+    """`window_index`, cached."""
+    return window_index(t, window_s)
 
 
 def _replaced(concept: ConceptState, update: dict, names: frozenset[str] | None = None) -> ConceptState:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from emgas.processors.dynamics import window_start
+from emgas.processors.dynamics import window_index, window_start
 from emgas.processors.events import Consolidate, Decay, Forget, GraphEvent, PrunedConcept
 from emgas.processors.fold_codec import FoldEvent, is_turn
 from emgas.processors.graph import ConceptState, GraphParams, GraphRef
@@ -83,17 +83,22 @@ class Scheduler:
         batch crossing several windows ticks each, as turn by turn would."""
         entered: list[datetime] = []
         clock = before
+        windows = None if before is None else self._windows(before)  # the clock's, kept as it moves
         for at in times:
             if clock is not None and at <= clock:
                 continue
-            if clock is None or self._windows(at) != self._windows(clock):
+            now = self._windows(at)
+            if clock is None or now != windows:
                 entered.append(at)
-            clock = at
+            clock, windows = at, now
         return entered
 
-    def _windows(self, clock: datetime) -> tuple[datetime | None, datetime | None]:
+    def _windows(self, clock: datetime) -> tuple[int | None, int | None]:
+        """The indices of the decay and consolidation windows holding `clock`
+        (`window_start`'s k: two clocks share a window when they share its k),
+        computed for every turn of a batch, so without a datetime each."""
         window, every = self.params.window_s, self.params.consolidate_every_s
-        return (window_start(clock, window) if window > 0 else None, window_start(clock, every) if every > 0 else None)
+        return (window_index(clock, window) if window > 0 else None, window_index(clock, every) if every > 0 else None)
 
     def idle_due(self, state: PartitionState, wall: datetime) -> list[GraphEvent]:
         """Ticks for graphs whose last turn was applied at least a window ago (wall time)."""
