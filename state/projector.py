@@ -183,42 +183,71 @@ class PartitionState:
         its turns folded at once (`state.turn_run`), any other event, which
         must see the state the events before it left, alone."""
         outcomes: list[Outcome | None] = [None] * len(batch)
-        graphs: dict[str, list[int]] = {}
-        self.rejections = {}
-        with collector_paused():  # what the batch allocates is freed as it ends, not traversed meanwhile
-            for k, (event, offset, _) in enumerate(batch):
-                if offset <= self._offset:
-                    outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
-                    continue
-                if isinstance(event, LOG_EVENTS):
-                    self._apply_graphs(batch, graphs, outcomes)
-                    graphs = {}
-                    outcomes[k] = self._log_event(event, offset)
-                else:
-                    graphs.setdefault(event.graph_id, []).append(k)
-                self._offset = offset
-            self._apply_graphs(batch, graphs, outcomes)
+        with collector_paused():  # for the whole batch: what it allocates is freed as it ends, not traversed meanwhile
+            for _ in self.batch_pieces(batch, outcomes, len(batch)):
+                pass
         return cast(list[Outcome], outcomes)
 
-    def _apply_graphs(
+    def batch_pieces(
+        self, batch: Sequence[tuple[FoldEvent, int, bytes | None]], outcomes: list[Outcome | None], most: int,
+    ) -> Iterator[None]:
+        """`apply_batch` a piece at a time, the outcomes filled in as it goes:
+        it pauses (yields) after each piece, a graph's events between two of
+        the log's own records, `most` of them at most. While it pauses, each
+        graph is as some prefix of its events in the batch leaves it (not
+        yet reached, part way, or done), so its queries may be answered; the
+        partition as a whole is not at any offset until the last piece
+        (`applied_offset` is already the batch's): its caller must neither
+        commit it, nor hash it, nor fold anything else into it meanwhile
+        (`streams.runtime.partitions.PartitionStates.folding`)."""
+        graphs: dict[str, list[int]] = {}
+        self.rejections = {}
+        for k, (event, offset, _) in enumerate(batch):
+            if offset <= self._offset:
+                outcomes[k] = Outcome.ALREADY_APPLIED  # a redelivery
+                continue
+            if isinstance(event, LOG_EVENTS):
+                yield from self._graph_pieces(batch, graphs, outcomes, most)
+                graphs = {}
+                with collector_paused():
+                    outcomes[k] = self._log_event(event, offset)
+            else:
+                graphs.setdefault(event.graph_id, []).append(k)
+            self._offset = offset
+        yield from self._graph_pieces(batch, graphs, outcomes, most)
+
+    def _graph_pieces(
         self, batch: Sequence[tuple[FoldEvent, int, bytes | None]], graphs: dict[str, list[int]],
+        outcomes: list[Outcome | None], most: int,
+    ) -> Iterator[None]:
+        """Each graph's events (positions in `batch`), in log order, `most` at
+        a time (a run cut in two folds as the whole would: `state.turn_run`),
+        with the collector paused while each piece is folded (what a piece
+        allocates is freed as it ends, not traversed meanwhile)."""
+        for members in graphs.values():
+            for start in range(0, len(members), most):
+                with collector_paused():
+                    self._apply_graph(batch, members[start:start + most], outcomes)
+                yield
+
+    def _apply_graph(
+        self, batch: Sequence[tuple[FoldEvent, int, bytes | None]], members: list[int],
         outcomes: list[Outcome | None],
     ) -> None:
-        """Each graph's events (positions in `batch`), in log order: runs of turns at once."""
-        for members in graphs.values():
-            run: list[int] = []
-            for k in members + [-1]:
-                if k >= 0 and turn_run.joins_run(batch[k][0]):
-                    run.append(k)
-                    continue
-                if run:
-                    events = [cast(turn_run.RunEvent, batch[j]) for j in run]
-                    for j, outcome in zip(run, self._apply_run(events)):
-                        outcomes[j] = outcome
-                    run = []
-                if k >= 0:
-                    event, offset, raw = batch[k]
-                    outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
+        """A graph's events (positions in `batch`), in log order: runs of turns at once."""
+        run: list[int] = []
+        for k in members + [-1]:
+            if k >= 0 and turn_run.joins_run(batch[k][0]):
+                run.append(k)
+                continue
+            if run:
+                events = [cast(turn_run.RunEvent, batch[j]) for j in run]
+                for j, outcome in zip(run, self._apply_run(events)):
+                    outcomes[j] = outcome
+                run = []
+            if k >= 0:
+                event, offset, raw = batch[k]
+                outcomes[k] = self._graph_event(cast(ContentEvent, event), offset, None, raw)
 
     def _apply_run(
         self, run: Sequence[turn_run.RunEvent],

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Generator, TypeVar, cast
 
 from emgas.processors.activation import ActivationParams
 from emgas.processors.errors import QueryError
@@ -44,6 +44,7 @@ from emgas.state.snapshot_writer import SnapshotPolicy, SnapshotWriter
 log = logging.getLogger(__name__)
 Request = ActivationQuery | DigestQuery | StatsQuery | PassageQuery
 Clock = Callable[[], float]  # seconds, monotonic: the query's stage timings
+T = TypeVar("T")
 
 
 class PartitionWorker:
@@ -102,6 +103,16 @@ class PartitionWorker:
         due once the batch is applied (each graph's ticks as of its state
         then). A snapshot request must be served as of its own offset, so
         it is not taken here: apply it with `on_graph_event`."""
+        return finish(self.fold_steps(batch, wall, len(batch)))
+
+    def fold_steps(
+        self, batch: list[tuple[FoldEvent, int, bytes | None]], wall: datetime, most: int,
+    ) -> Generator[None, None, tuple[list[Outcome], list[GraphEvent]]]:
+        """`on_graph_events`, pausing (yielding) after each piece of the batch
+        (`PartitionState.batch_pieces`: a graph's events, `most` at most), so
+        that a caller on an event loop can answer queries between two pieces;
+        returns what `on_graph_events` returns. While it pauses, the
+        partition must not be committed, hashed or folded into otherwise."""
         if any(isinstance(event, SnapshotStarted) for event, _, _ in batch):
             raise ValueError("a snapshot request is applied alone (on_graph_event), to be served as of its offset")
         refs: dict[tuple[str, int | None], GraphRef] = {}
@@ -111,7 +122,9 @@ class PartitionWorker:
                 ref = self._ref(event, refs)
                 if ref not in before:
                     before[ref] = self.state.repo.meta(ref).clock
-        outcomes = self.state.apply_batch(batch)
+        found: list[Outcome | None] = [None] * len(batch)
+        yield from self.state.batch_pieces(batch, found, most)
+        outcomes = cast(list[Outcome], found)
         due: list[GraphEvent] = []
         times: dict[GraphRef, list[datetime]] = {}
         for (event, offset, raw), outcome in zip(batch, outcomes):
@@ -197,6 +210,15 @@ class PartitionWorker:
         for ref in sorted(self.state.views):
             due += self.scheduler.due(self.state, ref)
         return due + self.scheduler.idle_due(self.state, wall)
+
+
+def finish(steps: Generator[None, None, T]) -> T:
+    """What a generator of steps returns, all of its steps taken at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(T, done.value)
 
 
 def _failed(request: Request, exc: Exception) -> ErrorReply:

@@ -33,7 +33,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from multiprocessing import get_context
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Generator, Iterable, TypeVar, cast
 
 import faust
 from faust.exceptions import NotReady
@@ -57,11 +57,20 @@ from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-# Events decoded or folded between two turns of the event loop: what a query
-# may wait behind at each of its own turns (a few ms of turns on the
-# development machine; longer while extraction shares the interpreter).
-APPLY_SLICE = 40
+# Events decoded between two turns of the event loop.
+DECODE_SLICE = 40
+# A batch is folded a piece at a time (a graph's events between two of the
+# log's own records, APPLY_PIECE of them at most: `PartitionWorker.fold_steps`),
+# and the event loop gets a turn once pieces have held it APPLY_PAUSE_S: a
+# query waits that long and one piece at most. Slices of 40 events in log
+# order, as before, cut each graph's run of turns into pieces of 40 / (graphs
+# of the partition) events, and a run's fold costs about as much as 2-3
+# events whatever its length (its guards, its mentions' arrays, the view's
+# and the scheduler's work per graph).
+APPLY_PIECE = 40
+APPLY_PAUSE_S = 0.002
 
 
 def faust_app(settings: Settings) -> App:
@@ -233,7 +242,7 @@ class Agents:
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
         for k, record in enumerate(records):
-            if k and not k % APPLY_SLICE:
+            if k and not k % DECODE_SLICE:
                 await asyncio.sleep(0)  # decoding a slice at a time too
             try:
                 graph_event = guarded(decode_for_fold, record.value)
@@ -250,21 +259,23 @@ class Agents:
         await checkpoint.commit()
 
     async def apply_batch(self, partition: int, batch: list[tuple[FoldEvent, int, bytes]], checkpoint: Checkpoint) -> None:
-        """Fold a partition's events in slices of `APPLY_SLICE`, letting the
-        event loop answer queries between them (a query waits for one slice,
-        not for the whole batch)."""
+        """Fold a partition's events a piece at a time, letting the event loop
+        answer queries between pieces (a query waits for `APPLY_PAUSE_S` and
+        a piece at most, not for the whole batch). The partition counts as
+        folding until the last piece (`PartitionStates.folding`): nothing
+        commits, hashes or catches it up meanwhile. A revocation meanwhile
+        lets the batch end: the state stays at one offset of the log."""
         if not batch:
             return
-        for start in range(0, len(batch), APPLY_SLICE):
-            await asyncio.sleep(0)  # before every slice: the one before may have been another partition's
-            if not await self.recovery.wait(partition):
-                return  # revoked (or revoked while it caught up): its new owner reads the log from its own state
-            worker = self.states.worker(partition)
-            part = batch[start:start + APPLY_SLICE]
-            outcomes, due = worker.on_graph_events(list(part), datetime.now(timezone.utc))
-            for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(part, outcomes)).items():
-                self.metrics.applied.labels(kind, outcome).inc(n)
-            checkpoint.add(worker, due)
+        await asyncio.sleep(0)  # the batch before may have been another partition's
+        if not await self.recovery.wait(partition):
+            return  # revoked (or revoked while it caught up): its new owner reads the log from its own state
+        worker = self.states.worker(partition)
+        with self.states.folding(partition):
+            outcomes, due = await _pausing(worker.fold_steps(list(batch), datetime.now(timezone.utc), APPLY_PIECE))
+        for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(batch, outcomes)).items():
+            self.metrics.applied.labels(kind, outcome).inc(n)
+        checkpoint.add(worker, due)
 
     async def apply_one(self, record: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
         """A forget or a snapshot request: applied alone, with the state as of itself."""
@@ -294,6 +305,8 @@ class Agents:
         wall = datetime.now(timezone.utc)
         rounds = math.ceil(self.settings.evict_idle_s / self.settings.graph.idle_check_s)
         for partition in self.recovery.ready_partitions():
+            if self.states.is_folding(partition):
+                continue  # part way through a batch: its graphs at offsets of their own (the next round has it)
             worker = self.states.worker(partition)
             await self.output.append(worker.on_timer(wall))
             worker.state.views.evict_unused(rounds)
@@ -302,6 +315,21 @@ class Agents:
                 # two slices of a batch: a tick they made due and a crash lost is due again.
                 worker.state.commit()
                 self.pacing.committed(worker)
+
+
+async def _pausing(steps: Generator[None, None, T]) -> T:
+    """What `steps` returns, its steps taken on the event loop, which gets a
+    turn each time they have held it for `APPLY_PAUSE_S`."""
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(T, done.value)
+        if loop.time() - since >= APPLY_PAUSE_S:
+            await asyncio.sleep(0)
+            since = loop.time()
 
 
 def _topic(app: faust.App, name: str, partitions: int) -> Any:

@@ -7,8 +7,9 @@ import logging
 import shutil
 import threading
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
@@ -46,6 +47,7 @@ class PartitionStates:
         self.snapshots = snapshots
         self._open: dict[int, PartitionWorker] = {}
         self._busy: Counter[int] = Counter()  # partition -> work on its state off the event loop
+        self._folding: dict[int, asyncio.Event] = {}  # partition -> set once the batch folded now is done
         # Threads still working on a state, counted by the threads themselves: the event
         # loop may be gone when they end (a stopping worker), and `close` waits for them.
         self._threads = threading.Condition()
@@ -87,6 +89,45 @@ class PartitionStates:
         store.close()
         shutil.rmtree(path)
         return RocksStore(path)
+
+    @contextmanager
+    def folding(self, partition: int) -> Iterator[None]:
+        """The partition's state is folded inside, a piece at a time, with the
+        event loop answering queries between pieces
+        (`PartitionWorker.fold_steps`): each graph is then at some offset of
+        its own, the partition as a whole at none. So it counts as read
+        (`reading`: not committed, not released) and `settled` waits until
+        it is done (a digest, a catch-up)."""
+        done = self._folding[partition] = asyncio.Event()
+        self._busy[partition] += 1
+        try:
+            yield
+        except BaseException:
+            # Stopped part way (the worker stopping cancels its agents, a bug raised):
+            # the state is at no offset of the log, so it goes back to its last
+            # commit, and whoever opens it next reads the log from there.
+            self._drop_uncommitted(partition)
+            raise
+        finally:
+            self._busy[partition] -= 1
+            del self._folding[partition]
+            done.set()
+
+    def _drop_uncommitted(self, partition: int) -> None:
+        """Close the partition's state without committing (opened again on use, at its last commit)."""
+        worker = self._open.pop(partition, None)
+        if worker is not None:
+            log.warning("partition %s stopped part way through a batch: its state goes back to its last commit",
+                        partition)
+            worker.state.txn.close()
+
+    def is_folding(self, partition: int) -> bool:
+        return partition in self._folding
+
+    async def settled(self, partition: int) -> None:
+        """Wait until the partition is not being folded (`folding`)."""
+        while (folding := self._folding.get(partition)) is not None:
+            await folding.wait()
 
     def open_partitions(self) -> list[int]:
         return sorted(self._open)
@@ -174,8 +215,8 @@ class PartitionStates:
         with self._threads:
             if not self._threads.wait_for(lambda: self._threads_running == 0, THREADS_WAIT_S):
                 log.warning("closing the partition states with %d thread(s) still on them", self._threads_running)
-        for worker in self._open.values():
-            if commit:
+        for partition, worker in self._open.items():
+            if commit and partition not in self._folding:  # part way through a batch: at no offset, not committed
                 worker.state.commit()
             worker.state.txn.close()
         self._open.clear()

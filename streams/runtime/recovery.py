@@ -186,6 +186,9 @@ class Recovery:
         the next rebalance (each try starts again from the state's committed
         offset, so nothing is applied twice)."""
         while True:
+            # A partition revoked and given back part way through a batch: the batch
+            # ends first (`PartitionStates.folding`), then the log after it is read.
+            await self.states.settled(partition)
             try:
                 async with log_reader(self.settings) as reader:
                     worker = await self._reconcile(reader, partition)

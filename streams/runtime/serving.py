@@ -238,6 +238,10 @@ class QueryServer:
             return
         if covering and isinstance(request, DigestQuery):
             return
+        if isinstance(request, DigestQuery):
+            # A digest states the partition's offset: not part way through a batch, when
+            # each graph is at an offset of its own (`PartitionStates.folding`).
+            await self.states.settled(record.partition)
         worker = self.states.worker(record.partition)
         if isinstance(request, DigestQuery) and request.graph_id is None:
             # Every graph of the partition: seconds of hashing, done on a thread, of

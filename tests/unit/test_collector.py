@@ -47,13 +47,13 @@ def _events(n: int) -> list:
 
 def test_a_batch_and_a_replay_fold_with_the_collector_paused(monkeypatch):
     seen = []
-    apply_graphs = PartitionState._apply_graphs
+    apply_graph = PartitionState._apply_graph
 
     def watched(self, *args):
         seen.append(gc.isenabled())
-        return apply_graphs(self, *args)
+        return apply_graph(self, *args)
 
-    monkeypatch.setattr(projector.PartitionState, "_apply_graphs", watched)
+    monkeypatch.setattr(projector.PartitionState, "_apply_graph", watched)
     state = PartitionState(MemoryStore(), GraphParams())
     state.apply_batch([(event, k, None) for k, event in enumerate(_events(3))])
     records = [LogRecord(0, k, 0, b"g", encode(event)) for k, event in enumerate(_events(4))]

@@ -196,3 +196,44 @@ def check_batches(turns, boosts, forget, data, read: bool = False) -> None:
     assert state.views.keys() == reference.views.keys()
     in_memory_equals_stored(state)
     assert state.repo.graph_refs() == reference.repo.graph_refs()
+
+
+def folded_in_pieces(events: list[GraphEvent], cuts: set[int], most: int, evict_at: set[int]) -> PartitionState:
+    """`events` cut into batches before the offsets in `cuts`, each folded a
+    piece at a time (`PartitionState.batch_pieces`, `most` events a piece at
+    most) and committed. At each pause every graph's view is read, as a
+    query reads it, and at the pauses counted in `evict_at` every view is
+    dropped first (loaded again from the store and the pending writes)."""
+    state = PartitionState(MemoryStore(), PARAMS)
+    bounds = sorted({0, len(events)} | {c for c in cuts if 0 < c < len(events)})
+    pauses = 0
+    for start, end in zip(bounds, bounds[1:]):
+        batch = [(event, offset, None) for offset, event in enumerate(events[start:end], start)]
+        outcomes: list = [None] * len(batch)
+        for _ in state.batch_pieces(batch, outcomes, most):
+            if pauses in evict_at:
+                state.views.evict_unused(1)
+                state.views.evict_unused(1)
+            for ref in list(state.views):
+                state.views[ref].snapshot()
+            pauses += 1
+        assert None not in outcomes
+        state.commit()
+    return state
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*RUN)
+def test_batches_folded_in_pieces_with_queries_between_give_the_event_by_event_fold(turns, boosts, forget, data):
+    """A live worker folds a batch a piece at a time (a graph's events, a few
+    at most) and answers queries between pieces: the same graphs as one
+    event at a time."""
+    events = stream(turns, boosts, forget)
+    cuts = data.draw(st.sets(st.integers(0, len(events) - 1), max_size=4), "cuts")
+    most = data.draw(st.integers(1, 6), "most")
+    evict_at = data.draw(st.sets(st.integers(0, 30), max_size=4), "evictions")
+    reference = folded(events, set(), set())
+    state = folded_in_pieces(events, cuts, most, evict_at)
+    assert partition_digests(state.repo) == partition_digests(reference.repo)
+    assert state.views.keys() == reference.views.keys()
+    in_memory_equals_stored(state)

@@ -21,11 +21,18 @@ SETTINGS = Settings()
 TOPIC = SETTINGS.graph_events_topic
 
 
+async def _settled(partition: int) -> None:
+    """No partition is part way through a batch here (`PartitionStates.settled`)."""
+
+
+STATES = SimpleNamespace(get=lambda partition: None, settled=_settled)
+
+
 class SlowRecovery(Recovery):
     """A catch-up that takes until `release` is set (partition 1: none at all)."""
 
     def __init__(self) -> None:
-        super().__init__(SETTINGS, SimpleNamespace(get=lambda partition: None))
+        super().__init__(SETTINGS, STATES)
         self.release = asyncio.Event()
         self.started: list[int] = []
 
@@ -86,7 +93,7 @@ class FailingRecovery(Recovery):
     """A catch-up whose fold fails with `failures`, one per try, then reads 5 records."""
 
     def __init__(self, failures: list[Exception]) -> None:
-        super().__init__(SETTINGS, SimpleNamespace(get=lambda partition: None))
+        super().__init__(SETTINGS, STATES)
         self.failures = failures
 
     async def _reconcile(self, reader, partition):
