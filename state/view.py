@@ -727,7 +727,7 @@ class GraphView:
         The function keeps each node's weights once computed: one query
         spreads through the same hub rows in every iteration and every seed
         group, and the counts do not change while it does (it runs between
-        two slices of the fold). So ask for a new one per query.
+        two pieces of the fold). So ask for a new one per query.
         """
         counts, n, size = self.counts, float(self.turns), self.size
         known: dict[int, tuple[np.ndarray, np.ndarray]] = {}

@@ -312,7 +312,7 @@ class Agents:
             worker.state.views.evict_unused(rounds)
             if worker.state.uncommitted and self.pacing.due(worker) and not self.states.reading(partition):
                 # An idle partition's last events reach the store too. Safe between
-                # two slices of a batch: a tick they made due and a crash lost is due again.
+                # two batches: a tick they made due and a crash lost is due again.
                 worker.state.commit()
                 self.pacing.committed(worker)
 
