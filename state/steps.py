@@ -34,6 +34,7 @@ from emgas.processors.events import (
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.fold_codec import ConsolidateRow, DecayRow, FoldEvent, TurnRow, event_bytes, is_turn
 from emgas.processors.graph import GraphParams, GraphRef
+from emgas.state.collector import collector_paused
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
 from emgas.state.repository import GraphRepository
@@ -103,7 +104,8 @@ class PartitionWorker:
         due once the batch is applied (each graph's ticks as of its state
         then). A snapshot request must be served as of its own offset, so
         it is not taken here: apply it with `on_graph_event`."""
-        return finish(self.fold_steps(batch, wall, len(batch)))
+        with collector_paused():  # for the whole batch, as `PartitionState.apply_batch` folds it
+            return finish(self.fold_steps(batch, wall, len(batch)))
 
     def fold_steps(
         self, batch: list[tuple[FoldEvent, int, bytes | None]], wall: datetime, most: int,

@@ -86,3 +86,26 @@ def test_a_repository_kept_alone_still_settles_its_views():
     del state
     stored = dict(repo.store.scan(b""))  # a scan settles the views' changes first
     assert keys.row(GraphRef("g", 1), "kafka") in stored
+
+
+def test_a_worker_step_folds_its_whole_batch_with_the_collector_paused(monkeypatch):
+    """`PartitionWorker.on_graph_events` (the in-process driver's step) as `apply_batch`:
+    paused from the batch's first event to its last, not only inside each piece."""
+    from datetime import datetime, timezone
+
+    from emgas.state.steps import PartitionWorker
+
+    seen = []
+    scan = PartitionState.batch_pieces
+
+    def watched(self, *args):
+        for step in scan(self, *args):
+            seen.append(gc.isenabled())  # between two pieces
+            yield step
+
+    monkeypatch.setattr(projector.PartitionState, "batch_pieces", watched)
+    events = [ingested(g, f"t{k}", {"kafka": 0.8}, minute=k) for k, g in enumerate("ghgh")]
+    worker = PartitionWorker(PartitionState(MemoryStore(), GraphParams()), GraphParams())
+    worker.on_graph_events([(event, k, None) for k, event in enumerate(events)], datetime(2026, 6, 1, tzinfo=timezone.utc))
+    assert seen and not any(seen)
+    assert gc.isenabled()
