@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
+from emgas.processors.graph import GraphParams
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.reader import LogReader
 from emgas.state.projector import PartitionState
+from emgas.state.rocks import RocksStore
 
 Progress = Callable[[int], None]  # called with the number of records just read
 
@@ -21,10 +24,23 @@ class RebuildReport:
     counts: FoldCounts = field(default_factory=FoldCounts)
     seconds: float = 0.0
     checkpoints: dict[int, int] = field(default_factory=dict)  # partition -> the checkpoint it started from
+    processes: int = 1  # how many folded the partitions side by side (replay.parallel)
 
     @property
     def events_per_s(self) -> float:
         return self.counts.read / self.seconds if self.seconds > 0 else 0.0
+
+
+def open_rebuild_state(state_dir: Path, params: GraphParams) -> Callable[[int], PartitionState]:
+    """Partition -> its state under `state_dir`, opened on first use and kept."""
+    opened: dict[int, PartitionState] = {}
+
+    def open_state(partition: int) -> PartitionState:
+        if partition not in opened:
+            opened[partition] = PartitionState(RocksStore(state_dir / f"partition-{partition}"), params)
+        return opened[partition]
+
+    return open_state
 
 
 async def rebuild_partition(

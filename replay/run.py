@@ -21,10 +21,10 @@ from emgas.replay.errors import ReplayError, SnapshotCorrupt
 from emgas.replay.fold import Selection
 from emgas.replay.logstate import start_from_checkpoint
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord, partition_of
-from emgas.replay.rebuild import Progress, RebuildReport, rebuild
+from emgas.replay.parallel import ShareJob, SideBySide, available_cores, processes_for, rebuild_side_by_side
+from emgas.replay.rebuild import Progress, RebuildReport, open_rebuild_state, rebuild
 from emgas.state.digest import partition_digests
 from emgas.state.projector import PartitionState
-from emgas.state.rocks import RocksStore
 
 
 @dataclass
@@ -34,17 +34,6 @@ class ReplayResult:
     digests: list[GraphDigest]
     differences: list[str] | None = None  # None: not verified
 
-
-
-def open_rebuild_state(state_dir: Path, params: GraphParams) -> Callable[[int], PartitionState]:
-    opened: dict[int, PartitionState] = {}
-
-    def open_state(partition: int) -> PartitionState:
-        if partition not in opened:
-            opened[partition] = PartitionState(RocksStore(state_dir / f"partition-{partition}"), params)
-        return opened[partition]
-
-    return open_state
 
 
 async def partitions_to_read(reader: LogReader, topic: str, graph_id: str | None) -> list[int]:
@@ -64,12 +53,15 @@ async def rebuild_dir(
     from_beginning: bool = False,
     progress: Progress | None = None,
     on_plan: Callable[[int], None] | None = None,
+    side_by_side: SideBySide | None = None,
 ) -> ReplayResult:
     """Rebuild one graph (all its versions) or every graph of `topic`, read
     with `reader`, into the fresh `state_dir`: each partition up to its
     `stops` offset (exclusive; default: the log's end, or `selection.to_offset`),
     from its latest checkpoint before that (`from_beginning`: from the first
-    record; `--as-of` always does). `on_plan` gets the number of records to read."""
+    record; `--as-of` always does). `on_plan` gets the number of records to read.
+    With `side_by_side`, the partitions' folds may run in processes of their
+    own (`replay.parallel`); the checkpoints are restored here first."""
     if any(state_dir.iterdir() if state_dir.exists() else []):
         raise ReplayError(f"{state_dir} is not empty: a rebuild needs a fresh state directory")
     if stops is None:
@@ -82,14 +74,21 @@ async def rebuild_dir(
     checkpoints = {} if from_beginning else await _start_from_checkpoints(reader, topic, stops, open_state, selection)
     if selection.as_of is not None:
         await _check_as_of(reader, topic, list(stops), selection.as_of)
+    to_read = {p: stop - open_state(p).applied_offset - 1 for p, stop in stops.items()}
     if on_plan is not None:
-        on_plan(sum(stop - open_state(p).applied_offset - 1 for p, stop in stops.items()))
-    report = await rebuild(reader, topic, stops, open_state, selection, progress)
+        on_plan(sum(to_read.values()))
+    processes = processes_for(to_read, side_by_side.processes, available_cores()) if side_by_side else 1
+    if side_by_side is not None and processes > 1:
+        whole = ShareJob(side_by_side.make_reader, topic, state_dir, params, selection, graph_id, stops)
+        report, digests = await rebuild_side_by_side(whole, to_read, processes, open_state, progress)
+    else:
+        report = await rebuild(reader, topic, stops, open_state, selection, progress)
+        digests = [d for p in sorted(stops) for d in partition_digests(open_state(p).repo, graph_id)]
+        for p in stops:
+            open_state(p).close()
     report.checkpoints = checkpoints
+    report.processes = processes
     report.seconds = time.perf_counter() - started  # with the snapshots restored
-    digests = [d for p in sorted(stops) for d in partition_digests(open_state(p).repo, graph_id)]
-    for p in stops:
-        open_state(p).close()
     return ReplayResult(state_dir, report, digests)
 
 

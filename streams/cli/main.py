@@ -118,6 +118,16 @@ def _query_param_args() -> tuple[Arg, ...]:
     return tuple(arg(f"--{name.replace('_', '-')}", dest=name, type=_number_type(name)) for name in QueryParams.model_fields)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
 def _aware_datetime(text: str) -> datetime:
     """An ISO 8601 time with its offset, or Unix seconds (as a turn's `timestamp` may be)."""
     try:
@@ -455,6 +465,9 @@ COMMANDS: tuple[Command, ...] = (
             help="re-extract the turns topic into a new graph version (switch to it with `emgas switch`)"),
         arg("--from-beginning", action="store_true",
             help="fold every record from the log's first, not from the latest checkpoint (same digests, slower)"),
+        arg("--processes", type=_positive_int, default=None,
+            help="fold the partitions side by side in this many processes (default: one per core, per partition "
+                 "with records to read and per 20,000 records; 1: all in this process)"),
         arg("--json", action="store_true", help="print the result as JSON"),
     )),
     Command("snapshot", "write snapshots of graphs to the log now (recovery starts from them)", _snapshot, (

@@ -25,7 +25,8 @@ T = TypeVar("T")
 def run_replay(settings: Settings, args: argparse.Namespace) -> int:
     """0: rebuilt (and equal to the live graphs with --verify); 1: they differ."""
     if args.from_turns:
-        if args.verify or args.as_of or args.to_offset is not None or args.state_dir or args.from_beginning:
+        if (args.verify or args.as_of or args.to_offset is not None or args.state_dir or args.from_beginning
+                or args.processes is not None):
             raise ReplayError("--from-turns appends a new graph version to the log; it takes no other option")
         return _report_derivation(_with_bar("extract", lambda bar: derive_from_turns(settings, args.graph, progress=bar.update)))
     if args.verify and (args.as_of or args.to_offset is not None):
@@ -41,6 +42,7 @@ def run_replay(settings: Settings, args: argparse.Namespace) -> int:
         return replay(
             settings, state_dir, args.graph, selection, args.verify,
             progress=bar.update, on_plan=lambda n: bar.reset(total=n), from_beginning=args.from_beginning,
+            processes=args.processes,
         )
 
     result = _with_bar("replay", start)
@@ -76,6 +78,7 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
             "not_selected": counts.not_selected, "undecodable": counts.undecodable,
             "rejections": [vars(r) for r in counts.rejections],
             "seconds": round(report.seconds, 3), "events_per_s": round(report.events_per_s, 1),
+            "processes": report.processes,
             "ranges": {str(p): list(r) for p, r in report.ranges.items()},
             "checkpoints": {str(p): o for p, o in report.checkpoints.items()},
             "digests": [d.model_dump() for d in result.digests],
@@ -85,7 +88,8 @@ def _print_replay(result: ReplayResult, as_json: bool) -> None:
     print(format_digests(result.digests))
     print(
         f"replayed {counts.read} events ({counts.applied} applied) from "
-        f"{len(report.ranges)} partition(s) in {report.seconds:.2f} s: "
+        f"{len(report.ranges)} partition(s) in {report.seconds:.2f} s"
+        f"{f' ({report.processes} processes side by side)' if report.processes > 1 else ''}: "
         f"{report.events_per_s:,.0f} events/s, into {result.state_dir}"
     )
     for partition, offset in sorted(report.checkpoints.items()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
@@ -21,6 +22,7 @@ from emgas.processors import extract
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
+from emgas.replay.parallel import SideBySide
 from emgas.replay.reader import LogReader, LogRecord
 from emgas.replay.rebuild import Progress
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
@@ -62,10 +64,13 @@ async def replay(
     progress: Progress | None = None,
     on_plan: Callable[[int], None] | None = None,
     from_beginning: bool = False,
+    processes: int | None = None,
 ) -> ReplayResult:
     """`emgas replay`: rebuild from the configured broker's log into
     `state_dir` (see `replay.run.rebuild_dir`); with `verify`, up to the
-    offsets the live state reflects, and compare digests."""
+    offsets the live state reflects, and compare digests. `processes`: how
+    many fold the partitions side by side (None: `replay.parallel` decides
+    by the cores and the records to read; 1: this one alone)."""
     topic = settings.graph_events_topic
     # The fold's compiled loops and the lemmatiser load while the log's first records are read, not in the first fold.
     threading.Thread(target=_warm, name="emgas-warm-kernels", daemon=True).start()
@@ -75,7 +80,8 @@ async def replay(
         if stops is not None and graph_id is None:
             await _check_every_partition_answered(reader, topic, stops)
         result = await rebuild_dir(
-            reader, topic, state_dir, settings.graph, graph_id, selection, stops, from_beginning, progress, on_plan
+            reader, topic, state_dir, settings.graph, graph_id, selection, stops, from_beginning, progress, on_plan,
+            SideBySide(partial(log_reader, settings), processes),
         )
     if verify:
         result.differences = differences([d for r in live for d in r.graphs], result.digests)

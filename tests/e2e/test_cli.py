@@ -106,6 +106,10 @@ def test_replay_all_verify_succeeds_on_the_demo_graphs(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]
         assert "verified: all 2 graph version(s) equal the live ones" in run.stdout
         assert "events/s" in run.stdout
+        side = emgas("replay", "--all", "--verify", "--processes", "2", "--json", "--state-dir", str(tmp_path / "side"),
+                     home=tmp_path)
+        assert side.returncode == 0 and "Traceback" not in side.stderr, side.stdout + side.stderr[-2000:]
+        assert json.loads(side.stdout)["processes"] == 2 and json.loads(side.stdout)["differences"] == []
         again = emgas("replay", "--all", "--state-dir", str(tmp_path / "rebuilt"), home=tmp_path)
         assert again.returncode == 2 and "not empty" in again.stderr
         offline = emgas("digest", "--all", "--state-dir", str(tmp_path / "rebuilt"), home=tmp_path)

@@ -98,6 +98,17 @@ def test_live_graphs_equal_a_replay_from_scratch(name, request, tmp_path):
     }
 
 
+def test_partitions_folded_side_by_side_give_the_digests_of_one_process(three, tmp_path):
+    alone = run(replay(three.settings, tmp_path / "alone", None, Selection(), verify=False, processes=1))
+    side_by_side = run(replay(three.settings, tmp_path / "side", None, Selection(), verify=True, processes=3))
+    assert (alone.report.processes, side_by_side.report.processes) == (1, 3)
+    assert side_by_side.differences == []
+    assert side_by_side.digests == alone.digests
+    assert side_by_side.report.ranges == alone.report.ranges
+    assert side_by_side.report.counts == alone.report.counts
+    assert sorted(p.name for p in (tmp_path / "side").iterdir()) == ["partition-0", "partition-1", "partition-2"]
+
+
 def test_every_turn_published_twice_changes_the_graph_once(three):
     live = digests_by_graph(run(live_digests(three.settings)))
     assert stripped(live, "dup-") == stripped(live, "batch-")
