@@ -2,10 +2,12 @@
 
 Partitions are independent: each folds the records of its own log
 partition into a store of its own, so a rebuild of several can fold them
-at once, one process per core. A process opens its own reader and its
-own stores, folds its share of the partitions as `rebuild.rebuild` does
-and sends back their counts and digests; the records it read go to the
-parent's progress as it reads them.
+at once, one process per core. The partitions are dealt into shares of
+about equal records; the rebuilding process folds the largest share
+itself, and each other share folds in a process of its own, which opens
+its own reader and stores, folds as `rebuild.rebuild` does and sends
+back its partitions' counts and digests (the records it reads go to the
+parent's progress as it reads them).
 
 A process is a fresh interpreter (`python -m emgas.replay.parallel`),
 not a fork: the parent holds an event loop, a connection to the broker
@@ -28,22 +30,27 @@ import os
 import pickle
 import struct
 import sys
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from emgas.processors.events import GraphDigest
+from emgas.processors import extract
 from emgas.processors.graph import GraphParams
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import FoldCounts, Selection
 from emgas.replay.reader import LogReader
-from emgas.replay.rebuild import Progress, RebuildReport, open_rebuild_state, rebuild_partition
+from emgas.replay.rebuild import Progress, RebuildReport, open_rebuild_state, rebuild, rebuild_partition
+from emgas.state import kernels
 from emgas.state.digest import partition_digests
 from emgas.state.projector import PartitionState
 
 # Records to read that pay for one more process: a process starts in about
-# a second, in which one folds some 10,000 events on a quiet 2-core machine.
-RECORDS_PER_PROCESS = 20_000
+# a second. On 2 cores (4 partitions, the share here the largest), two
+# processes against one: 16,000 records 0.84 times as fast, 36,000 1.38
+# times, 64,000 1.47 times (docs/performance.md).
+RECORDS_PER_PROCESS = 15_000
 # How often the parent looks whether a process ended without a word (killed).
 POLL_S = 0.5
 
@@ -152,25 +159,36 @@ class LoggingOfParent:
 
 
 async def rebuild_side_by_side(
-    whole: ShareJob, to_read: dict[int, int], processes: int,
+    reader: LogReader, whole: ShareJob, to_read: dict[int, int], processes: int,
     open_state: Callable[[int], PartitionState], progress: Progress | None = None,
 ) -> tuple[RebuildReport, list[GraphDigest]]:
-    """Rebuild `whole`'s partitions in `processes` shares (`shares`), each
-    in a process of its own, from the states `open_state` holds (restored
-    from checkpoints or empty), which are closed here first: the report
-    (ranges, counts; not its seconds) and every partition's digests, in
-    partition order. A partition with nothing to read stays as it is."""
+    """Rebuild `whole`'s partitions in `processes` shares (`shares`) from
+    the states `open_state` holds (restored from checkpoints, or empty):
+    the first and largest share here, with `reader`, while each other one
+    folds in a process of its own (its states closed here first, as it
+    opens them); the report (ranges, counts; not its seconds) and every
+    partition's digests, in partition order. A partition with nothing to
+    read stays as it is. Folding a share here spares one process's start,
+    about a second, on the largest share."""
     dealt = shares(to_read, processes)
-    dealt_out = {p for share in dealt for p in share}
-    report, digests = RebuildReport(), {}
-    for partition, stop in sorted(whole.stops.items()):
-        state = open_state(partition)
-        if partition not in dealt_out:
-            report.ranges[partition] = (state.applied_offset + 1, stop)
-            digests[partition] = partition_digests(state.repo, whole.graph_id)
-        state.close()  # a process opens it again
-    jobs = [replace(whole, stops={p: whole.stops[p] for p in share}) for share in dealt]
-    for result in await run_shares(jobs, progress):
+    own, theirs = (dealt[0], dealt[1:]) if dealt else ([], [])
+    handed = {p for share in theirs for p in share}
+    for partition in handed:
+        open_state(partition).close()
+    jobs = [replace(whole, stops={p: whole.stops[p] for p in share}) for share in theirs]
+    children = asyncio.ensure_future(run_shares(jobs, progress))
+    try:
+        report = await rebuild(reader, whole.topic, {p: s for p, s in whole.stops.items() if p not in handed}, open_state,
+                               whole.selection, progress)
+        results = await children
+    finally:
+        if not children.done():
+            children.cancel()
+            await asyncio.gather(children, return_exceptions=True)
+    digests = {p: partition_digests(open_state(p).repo, whole.graph_id) for p in whole.stops if p not in handed}
+    for partition in digests:
+        open_state(partition).close()
+    for result in results:
         report.counts.add(result.counts)
         report.ranges.update(result.ranges)
         digests.update(result.digests)
@@ -248,6 +266,9 @@ def serve_share() -> None:
     goes to stderr."""
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    # The compiled loops and the lemmatiser load while the job is read and
+    # the reader connects, not in the first fold (as `emgas replay` does).
+    threading.Thread(target=_warm, name="emgas-warm-share", daemon=True).start()
     sys.path[:] = _read_frame(sys.stdin.buffer)
     job, parent_logging = _read_frame(sys.stdin.buffer)
     parent_logging.apply()
@@ -262,6 +283,11 @@ def serve_share() -> None:
         send("failed", _sendable(exc))
     else:
         send("done", result)
+
+
+def _warm() -> None:
+    kernels.warm()
+    extract.warm()
 
 
 def _sendable(exc: BaseException) -> BaseException:

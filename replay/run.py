@@ -80,7 +80,7 @@ async def rebuild_dir(
     processes = processes_for(to_read, side_by_side.processes, available_cores()) if side_by_side else 1
     if side_by_side is not None and processes > 1:
         whole = ShareJob(side_by_side.make_reader, topic, state_dir, params, selection, graph_id, stops)
-        report, digests = await rebuild_side_by_side(whole, to_read, processes, open_state, progress)
+        report, digests = await rebuild_side_by_side(reader, whole, to_read, processes, open_state, progress)
     else:
         report = await rebuild(reader, topic, stops, open_state, selection, progress)
         digests = [d for p in sorted(stops) for d in partition_digests(open_state(p).repo, graph_id)]

@@ -467,7 +467,7 @@ COMMANDS: tuple[Command, ...] = (
             help="fold every record from the log's first, not from the latest checkpoint (same digests, slower)"),
         arg("--processes", type=_positive_int, default=None,
             help="fold the partitions side by side in this many processes (default: one per core, per partition "
-                 "with records to read and per 20,000 records; 1: all in this process)"),
+                 "with records to read and per 15,000 records; 1: all in this process)"),
         arg("--json", action="store_true", help="print the result as JSON"),
     )),
     Command("snapshot", "write snapshots of graphs to the log now (recovery starts from them)", _snapshot, (

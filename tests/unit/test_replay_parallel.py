@@ -15,7 +15,10 @@ import pytest
 from emgas.processors.graph import GraphParams
 from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.replay.fold import Selection
-from emgas.replay.parallel import RECORDS_PER_PROCESS, LoggingOfParent, ShareJob, processes_for, run_shares, shares
+from emgas.replay.parallel import (
+    RECORDS_PER_PROCESS, LoggingOfParent, ShareJob, processes_for, rebuild_side_by_side, run_shares, shares,
+)
+from emgas.replay.rebuild import open_rebuild_state
 from emgas.replay.reader import LogReader
 from tests.support.live import run
 
@@ -112,3 +115,19 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
                           cwd=Path(__file__).parents[2])
     assert done.stdout.count("script started") == 1, done.stdout + done.stderr
     assert "raised cannot reach Kafka at 127.0.0.1:1" in done.stdout, done.stdout + done.stderr
+
+
+class _NothingToRead:
+    """A reader whose partitions hold no records (the share folded here)."""
+
+    async def read(self, topic, partition, start, stop):  # noqa: ANN001, ANN201 - a stub of LogReader.read
+        return
+        yield
+
+
+def test_a_share_that_fails_in_its_process_fails_the_rebuild_folded_here_too(tmp_path):
+    unreachable = partial(LogReader, "127.0.0.1:1", timeout_s=1.0)
+    whole = ShareJob(unreachable, "t", tmp_path, GraphParams(), Selection(), None, {0: 10, 1: 10})
+    open_state = open_rebuild_state(tmp_path, GraphParams())
+    with pytest.raises(LogUnavailable, match="cannot reach Kafka at 127.0.0.1:1"):
+        run(rebuild_side_by_side(_NothingToRead(), whole, {0: 10, 1: 5}, 2, open_state))
