@@ -219,6 +219,10 @@ async def _start(job: ShareJob) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "emgas.replay.parallel",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        # Out of the terminal's process group: a Ctrl-C stops the parent,
+        # which ends its processes (`run_shares`), and prints no
+        # traceback of theirs.
+        start_new_session=True,
     )
     assert process.stdin is not None
     process.stdin.write(_frame(list(sys.path)) + _frame((job, LoggingOfParent.now())))
@@ -278,11 +282,13 @@ def serve_share() -> None:
         channel.flush()
 
     try:
-        result = asyncio.run(fold_share(job, lambda n: send("read", n)))
+        message: tuple[str, object] = ("done", asyncio.run(fold_share(job, lambda n: send("read", n))))
     except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent, which raises it
-        send("failed", _sendable(exc))
-    else:
-        send("done", result)
+        message = ("failed", _sendable(exc))
+    try:
+        send(*message)
+    except OSError:  # the parent is gone (stopped, or failed first and ended us): nobody to tell
+        os._exit(1)
 
 
 def _warm() -> None:

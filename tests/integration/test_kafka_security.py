@@ -14,6 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from emgas.replay.fold import Selection
+from emgas.replay.parallel import ShareJob, fold_share, run_shares
+from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import KafkaSecurity
 from emgas.streams.settings import Settings
 from emgas.streams.kafka.topics import ensure_topics
@@ -115,6 +118,25 @@ def test_the_worker_cli_memory_api_mcp_and_kcat_connect_with_credentials(secured
                 return [p["turn_id"] for p in result.structured_content["passages"]]
 
     assert "1" in anyio.run(recall)
+
+
+def test_a_replay_share_in_a_process_of_its_own_reads_through_tls_and_sasl(secured, tmp_path):
+    """`emgas replay` side by side: a share's process makes its reader from
+    the settings it was sent, security included, and folds as this one does."""
+    from functools import partial
+
+    settings = secured.settings()
+    topic = settings.graph_events_topic
+
+    async def stops() -> dict[int, int]:
+        async with log_reader(settings) as reader:
+            return {p: end for p, (_, end) in (await reader.bounds(topic, await reader.partitions(topic))).items()}
+
+    job = ShareJob(partial(log_reader, settings), topic, tmp_path / "there", settings.graph, Selection(), None, run(stops()))
+    [there] = run(run_shares([job]))
+    here = run(fold_share(ShareJob(job.make_reader, topic, tmp_path / "here", settings.graph, Selection(), None, job.stops)))
+    assert there.counts.read == sum(job.stops.values()) > 0
+    assert (there.digests, there.ranges, there.counts) == (here.digests, here.ranges, here.counts)
 
 
 def test_a_wrong_password_no_credentials_or_an_untrusted_broker_is_refused_in_one_line(secured):
