@@ -132,6 +132,11 @@ def test_a_replay_share_in_a_process_of_its_own_reads_through_tls_and_sasl(secur
         async with log_reader(settings) as reader:
             return {p: end for p, (_, end) in (await reader.bounds(topic, await reader.partitions(topic))).items()}
 
+    assert secured.emgas("publish", "-", stdin=TURNS).returncode == 0  # (again, if the test above ran: the same turns)
+    deadline = time.monotonic() + 120
+    while sum(run(stops()).values()) == 0:  # until the worker has written its events
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
     job = ShareJob(partial(log_reader, settings), topic, tmp_path / "there", settings.graph, Selection(), None, run(stops()))
     [there] = run(run_shares([job]))
     here = run(fold_share(ShareJob(job.make_reader, topic, tmp_path / "here", settings.graph, Selection(), None, job.stops)))
