@@ -4,5 +4,5 @@ import sys
 
 from emgas.streams.cli.main import main
 
-if __name__ == "__main__":  # not when a spawned process (replay side by side) loads it as __mp_main__
+if __name__ == "__main__":  # not when multiprocessing's spawn loads it in a child as __mp_main__
     sys.exit(main())

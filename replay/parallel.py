@@ -51,8 +51,6 @@ from emgas.state.projector import PartitionState
 # processes against one: 16,000 records 0.84 times as fast, 36,000 1.38
 # times, 64,000 1.47 times (docs/performance.md).
 RECORDS_PER_PROCESS = 15_000
-# How often the parent looks whether a process ended without a word (killed).
-POLL_S = 0.5
 
 
 def available_cores() -> int:
@@ -170,8 +168,7 @@ async def rebuild_side_by_side(
     partition's digests, in partition order. A partition with nothing to
     read stays as it is. Folding a share here spares one process's start,
     about a second, on the largest share."""
-    dealt = shares(to_read, processes)
-    own, theirs = (dealt[0], dealt[1:]) if dealt else ([], [])
+    theirs = shares(to_read, processes)[1:]  # the first, and largest, is folded here
     handed = {p for share in theirs for p in share}
     for partition in handed:
         open_state(partition).close()
@@ -199,9 +196,12 @@ async def rebuild_side_by_side(
 async def run_shares(jobs: list[ShareJob], progress: Progress | None = None) -> list[ShareResult]:
     """Run each job in a process of its own: their results, in job order.
     The first failure ends the other processes and is raised here."""
-    started = [await _start(job) for job in jobs]
-    follows = [asyncio.ensure_future(_follow(process, job, progress)) for process, job in zip(started, jobs)]
+    started: list[asyncio.subprocess.Process] = []
+    follows: list[asyncio.Future[ShareResult]] = []
     try:
+        for job in jobs:
+            started.append(await _start(job))
+            follows.append(asyncio.ensure_future(_follow(started[-1], job, progress)))
         return list(await asyncio.gather(*follows))
     finally:
         for follow in follows:
@@ -225,8 +225,11 @@ async def _start(job: ShareJob) -> asyncio.subprocess.Process:
         start_new_session=True,
     )
     assert process.stdin is not None
-    process.stdin.write(_frame(list(sys.path)) + _frame((job, LoggingOfParent.now())))
-    await process.stdin.drain()
+    try:
+        process.stdin.write(_frame(list(sys.path)) + _frame((job, LoggingOfParent.now())))
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it ended at once: `_follow` says with what exit code
     process.stdin.close()
     return process
 
