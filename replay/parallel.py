@@ -162,13 +162,13 @@ async def rebuild_side_by_side(
 ) -> tuple[RebuildReport, list[GraphDigest]]:
     """Rebuild `whole`'s partitions in `processes` shares (`shares`) from
     the states `open_state` holds (restored from checkpoints, or empty):
-    the first and largest share here, with `reader`, while each other one
-    folds in a process of its own (its states closed here first, as it
-    opens them); the report (ranges, counts; not its seconds) and every
-    partition's digests, in partition order. A partition with nothing to
-    read stays as it is. Folding a share here spares one process's start,
-    about a second, on the largest share."""
-    theirs = shares(to_read, processes)[1:]  # the first, and largest, is folded here
+    the first share (it holds the largest partition) here, with `reader`,
+    while each other one folds in a process of its own (its states closed
+    here first, as it opens them); the report (ranges, counts; not its
+    seconds) and every partition's digests, in partition order. A
+    partition with nothing to read stays as it is. Folding a share here spares one process's start,
+    about a second, on the share the largest partition makes long."""
+    theirs = shares(to_read, processes)[1:]  # the first, with the largest partition, is folded here
     handed = {p for share in theirs for p in share}
     for partition in handed:
         open_state(partition).close()
