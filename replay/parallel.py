@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from emgas.processors.events import GraphDigest
-from emgas.processors import extract
 from emgas.processors.graph import GraphParams
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import FoldCounts, Selection
 from emgas.replay.reader import LogReader
-from emgas.replay.rebuild import Progress, RebuildReport, open_rebuild_state, rebuild, rebuild_partition
-from emgas.state import kernels
-from emgas.state.digest import partition_digests
+from emgas.replay.rebuild import (
+    Progress, RebuildReport, closed_with_digests, open_rebuild_state, rebuild, warm_for_fold,
+)
 from emgas.state.projector import PartitionState
 
 # Records to read that pay for one more process: a process starts in about
@@ -121,15 +120,9 @@ async def fold_share(job: ShareJob, progress: Progress | None = None) -> ShareRe
     """Rebuild the job's partitions, in partition order, each from the
     offset its store holds (a checkpoint the parent restored, or none)."""
     open_state = open_rebuild_state(job.state_dir, job.params)
-    result = ShareResult(FoldCounts(), {}, {})
     async with job.make_reader() as reader:
-        for partition, stop in sorted(job.stops.items()):
-            state = open_state(partition)
-            result.ranges[partition] = (state.applied_offset + 1, stop)
-            result.counts.add(await rebuild_partition(reader, job.topic, partition, state, stop, job.selection, progress))
-            result.digests[partition] = partition_digests(state.repo, job.graph_id)
-            state.close()
-    return result
+        report = await rebuild(reader, job.topic, job.stops, open_state, job.selection, progress)
+    return ShareResult(report.counts, report.ranges, closed_with_digests(open_state, job.stops, job.graph_id))
 
 
 @dataclass(frozen=True)
@@ -166,8 +159,9 @@ async def rebuild_side_by_side(
     while each other one folds in a process of its own (its states closed
     here first, as it opens them); the report (ranges, counts; not its
     seconds) and every partition's digests, in partition order. A
-    partition with nothing to read stays as it is. Folding a share here spares one process's start,
-    about a second, on the share the largest partition makes long."""
+    partition with nothing to read stays as it is. Folding a share here
+    spares one process's start, about a second, on the share the largest
+    partition makes long."""
     theirs = shares(to_read, processes)[1:]  # the first, with the largest partition, is folded here
     handed = {p for share in theirs for p in share}
     for partition in handed:
@@ -182,9 +176,7 @@ async def rebuild_side_by_side(
         if not children.done():
             children.cancel()
             await asyncio.gather(children, return_exceptions=True)
-    digests = {p: partition_digests(open_state(p).repo, whole.graph_id) for p in whole.stops if p not in handed}
-    for partition in digests:
-        open_state(partition).close()
+    digests = closed_with_digests(open_state, [p for p in whole.stops if p not in handed], whole.graph_id)
     for result in results:
         report.counts.add(result.counts)
         report.ranges.update(result.ranges)
@@ -275,7 +267,7 @@ def serve_share() -> None:
     os.dup2(2, 1)
     # The compiled loops and the lemmatiser load while the job is read and
     # the reader connects, not in the first fold (as `emgas replay` does).
-    threading.Thread(target=_warm, name="emgas-warm-share", daemon=True).start()
+    threading.Thread(target=warm_for_fold, name="emgas-warm-share", daemon=True).start()
     sys.path[:] = _read_frame(sys.stdin.buffer)
     job, parent_logging = _read_frame(sys.stdin.buffer)
     parent_logging.apply()
@@ -292,11 +284,6 @@ def serve_share() -> None:
         send(*message)
     except OSError:  # the parent is gone (stopped, or failed first and ended us): nobody to tell
         os._exit(1)
-
-
-def _warm() -> None:
-    kernels.warm()
-    extract.warm()
 
 
 def _sendable(exc: BaseException) -> BaseException:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+from emgas.processors import extract
+from emgas.processors.events import GraphDigest
 from emgas.processors.graph import GraphParams
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.reader import LogReader
+from emgas.state import kernels
+from emgas.state.digest import partition_digests
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 
@@ -41,6 +45,24 @@ def open_rebuild_state(state_dir: Path, params: GraphParams) -> Callable[[int], 
         return opened[partition]
 
     return open_state
+
+
+def closed_with_digests(
+    open_state: Callable[[int], PartitionState], partitions: Iterable[int], graph_id: str | None,
+) -> dict[int, list[GraphDigest]]:
+    """Each partition's digests (of `graph_id`, or of every graph), its state closed after."""
+    digests = {}
+    for partition in partitions:
+        digests[partition] = partition_digests(open_state(partition).repo, graph_id)
+        open_state(partition).close()
+    return digests
+
+
+def warm_for_fold() -> None:
+    """Load the fold's compiled loops and the lemmatiser (a few tenths of a
+    second): on a thread while a rebuild connects and reads, not in its first fold."""
+    kernels.warm()
+    extract.warm()
 
 
 async def rebuild_partition(

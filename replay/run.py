@@ -22,8 +22,7 @@ from emgas.replay.fold import Selection
 from emgas.replay.logstate import start_from_checkpoint
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord, partition_of
 from emgas.replay.parallel import ShareJob, SideBySide, available_cores, processes_for, rebuild_side_by_side
-from emgas.replay.rebuild import Progress, RebuildReport, open_rebuild_state, rebuild
-from emgas.state.digest import partition_digests
+from emgas.replay.rebuild import Progress, RebuildReport, closed_with_digests, open_rebuild_state, rebuild
 from emgas.state.projector import PartitionState
 
 
@@ -83,9 +82,8 @@ async def rebuild_dir(
         report, digests = await rebuild_side_by_side(reader, whole, to_read, processes, open_state, progress)
     else:
         report = await rebuild(reader, topic, stops, open_state, selection, progress)
-        digests = [d for p in sorted(stops) for d in partition_digests(open_state(p).repo, graph_id)]
-        for p in stops:
-            open_state(p).close()
+        by_partition = closed_with_digests(open_state, sorted(stops), graph_id)
+        digests = [d for p in sorted(by_partition) for d in by_partition[p]]
     report.checkpoints = checkpoints
     report.processes = processes
     report.seconds = time.perf_counter() - started  # with the snapshots restored

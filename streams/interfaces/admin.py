@@ -18,16 +18,14 @@ from typing import Callable, Iterable
 from emgas.processors.codec import decode_turn
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import DigestReply, ErrorReply, GraphVersionSwitched, Reply, StatsReply
-from emgas.processors import extract
 from emgas.processors.extract import extractor_id, ingest_all
 from emgas.replay.errors import ReplayError
 from emgas.replay.fold import Selection
 from emgas.replay.parallel import SideBySide
 from emgas.replay.reader import LogReader, LogRecord
-from emgas.replay.rebuild import Progress
+from emgas.replay.rebuild import Progress, warm_for_fold
 from emgas.replay.run import ReplayResult, partitions_to_read, rebuild_dir
 from emgas.replay.verify import differences
-from emgas.state import kernels
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import Settings
@@ -73,7 +71,7 @@ async def replay(
     by the cores and the records to read; 1: this one alone)."""
     topic = settings.graph_events_topic
     # The fold's compiled loops and the lemmatiser load while the log's first records are read, not in the first fold.
-    threading.Thread(target=_warm, name="emgas-warm-kernels", daemon=True).start()
+    threading.Thread(target=warm_for_fold, name="emgas-warm-kernels", daemon=True).start()
     async with log_reader(settings) as reader:
         live: list[DigestReply] = await live_digests(settings, graph_id, await _largest(reader, topic)) if verify else []
         stops = {r.partition: r.applied_offset + 1 for r in live} if verify else None
@@ -86,11 +84,6 @@ async def replay(
     if verify:
         result.differences = differences([d for r in live for d in r.graphs], result.digests)
     return result
-
-
-def _warm() -> None:
-    kernels.warm()
-    extract.warm()
 
 
 async def _largest(reader: LogReader, topic: str) -> int:
