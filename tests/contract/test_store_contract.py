@@ -67,6 +67,29 @@ def test_scan_from_a_start_key(make_store, start, expected):
     assert [key for key, _ in store.scan(b"g\x00", start)] == expected
 
 
+@pytest.mark.parametrize(("prefix", "expected"), [
+    (b"g\x00", [b"g\x00", b"g\x00\xff", b"g\x00\xff\xff"]),
+    (b"g\x00\xff", [b"g\x00\xff", b"g\x00\xff\xff"]),  # a prefix ending in 0xff: b"g\x01" is past it
+    (b"\xff", [b"\xff", b"\xff\x00"]),  # a prefix of 0xff only: no key is past all of its keys
+    (b"", [b"f", b"g", b"g\x00", b"g\x00\xff", b"g\x00\xff\xff", b"g\x01", b"\xff", b"\xff\x00"]),
+])
+def test_scan_stops_at_the_prefix_whatever_its_last_bytes(make_store, prefix, expected):
+    store = make_store()
+    keys = [b"f", b"g", b"g\x00", b"g\x00\xff", b"g\x00\xff\xff", b"g\x01", b"\xff", b"\xff\x00"]
+    store.write({key: key for key in keys})
+    assert [key for key, _ in store.scan(prefix)] == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.binary(max_size=4), max_size=20), st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=4)))
+def test_scan_is_every_key_with_the_prefix_from_the_start_in_order(tmp_path_factory, keys, prefix, start):
+    for store in (MemoryStore(), RocksStore(tmp_path_factory.mktemp("scan") / "s")):
+        store.write({key: key[::-1] for key in keys})
+        expected = sorted(k for k in keys if k.startswith(prefix) and (start is None or k >= start))
+        assert list(store.scan(prefix, start)) == [(k, k[::-1]) for k in expected]
+        store.close()
+
+
 def test_empty_value_is_a_value(make_store):
     store = make_store()
     store.write({b"k": b""})
