@@ -83,11 +83,13 @@ def test_scan_stops_at_the_prefix_whatever_its_last_bytes(make_store, prefix, ex
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.binary(max_size=4), max_size=20), st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=4)))
 def test_scan_is_every_key_with_the_prefix_from_the_start_in_order(tmp_path_factory, keys, prefix, start):
+    expected = sorted(k for k in keys if k.startswith(prefix) and (start is None or k >= start))
     for store in (MemoryStore(), RocksStore(tmp_path_factory.mktemp("scan") / "s")):
-        store.write({key: key[::-1] for key in keys})
-        expected = sorted(k for k in keys if k.startswith(prefix) and (start is None or k >= start))
-        assert list(store.scan(prefix, start)) == [(k, k[::-1]) for k in expected]
-        store.close()
+        try:
+            store.write({key: key[::-1] for key in keys})
+            assert list(store.scan(prefix, start)) == [(k, k[::-1]) for k in expected]
+        finally:
+            store.close()
 
 
 def test_empty_value_is_a_value(make_store):
