@@ -51,6 +51,8 @@ from emgas.state.projector import PartitionState
 # times, 64,000 1.47 times (docs/performance.md).
 RECORDS_PER_PROCESS = 15_000
 
+_FRAME_SIZE = struct.Struct(">I")  # each message between a share's process and its parent: its length, then its pickle
+
 
 def available_cores() -> int:
     """The cores this process may run on (its affinity, where the system says)."""
@@ -233,7 +235,7 @@ async def _follow(process: asyncio.subprocess.Process, job: ShareJob, progress: 
     assert process.stdout is not None
     while True:
         try:
-            size = struct.unpack(">I", await process.stdout.readexactly(4))[0]
+            (size,) = _FRAME_SIZE.unpack(await process.stdout.readexactly(_FRAME_SIZE.size))
             kind, body = pickle.loads(await process.stdout.readexactly(size))
         except asyncio.IncompleteReadError:
             code = await process.wait()
@@ -251,11 +253,11 @@ async def _follow(process: asyncio.subprocess.Process, job: ShareJob, progress: 
 
 def _frame(value: object) -> bytes:
     body = pickle.dumps(value)
-    return struct.pack(">I", len(body)) + body
+    return _FRAME_SIZE.pack(len(body)) + body
 
 
 def _read_frame(stream: BinaryIO) -> Any:
-    size = struct.unpack(">I", stream.read(4))[0]
+    (size,) = _FRAME_SIZE.unpack(stream.read(_FRAME_SIZE.size))
     return pickle.loads(stream.read(size))
 
 
