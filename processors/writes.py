@@ -122,10 +122,11 @@ class SwitchVersion:
 @dataclass(frozen=True, slots=True)
 class Refolded:
     """A graph version's records after a re-fold: `records` are every record
-    but its journal's entries up to log offset `journal_kept_to` (-1: none),
-    which stay as they are (the re-fold started after them)."""
+    (by key, in no order) but its journal's entries up to log offset
+    `journal_kept_to` (-1: none), which stay as they are (the re-fold
+    started after them)."""
 
-    records: Records
+    records: Mapping[bytes, bytes]
     journal_kept_to: int = -1
 
 

@@ -352,13 +352,18 @@ class _MetaTable:
     """Per meta a run's mentions read: its last tick and the decay parameters they use."""
 
     def __init__(self, metas: list[GraphMeta], params: GraphParams) -> None:
-        decays = [meta.decay or params.decay for meta in metas]
         self.tick_us = np.array(
             [NONE_US if meta.decayed_to is None else to_us(meta.decayed_to) for meta in metas], dtype=np.int64,
         )
         self.has_tick = np.array([m.decayed_to is not None and m.decay is not None for m in metas], dtype=np.bool_)
-        self.model = np.array([kernels.MODEL_CODES[d.model] for d in decays], dtype=np.int64)
-        self.rate = np.array([d.rate for d in decays], dtype=np.float64)
-        self.tau_s = np.array([d.power_tau_s for d in decays], dtype=np.float64)
-        self.beta = np.array([d.power_beta for d in decays], dtype=np.float64)
-        self.hybrid_after = np.array([d.hybrid_after for d in decays], dtype=np.int64)
+        # A run's metas (one a tick) share one or two decay objects: each read once, then spread.
+        decays = [meta.decay or params.decay for meta in metas]
+        distinct = {id(d): d for d in decays}  # alive in `decays`: no id is reused meanwhile
+        place = {key: k for k, key in enumerate(distinct)}
+        which = np.array([place[id(d)] for d in decays], dtype=np.int64)
+        ds = list(distinct.values())
+        self.model = np.array([kernels.MODEL_CODES[d.model] for d in ds], dtype=np.int64)[which]
+        self.rate = np.array([d.rate for d in ds], dtype=np.float64)[which]
+        self.tau_s = np.array([d.power_tau_s for d in ds], dtype=np.float64)[which]
+        self.beta = np.array([d.power_beta for d in ds], dtype=np.float64)[which]
+        self.hybrid_after = np.array([d.hybrid_after for d in ds], dtype=np.int64)[which]

@@ -614,7 +614,7 @@ class PartitionState:
             return None
         # read through its transaction: no store to fill; the journal up to
         # the point is the version's own and stays
-        return Refolded(list(scratch.repo.records(ref)), after), scratch.views[ref]
+        return Refolded(scratch.repo.store.items(keys.graph_prefix(ref)), after), scratch.views[ref]
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active: the

@@ -349,12 +349,7 @@ class GraphRepository:
         self._drop_passage(ref, write.turn_id, self.passage_concepts(ref, [write.turn_id]).get(write.turn_id, ()))
 
     def _drop_passage(self, ref: GraphRef, turn_id: str, named: Iterable[str]) -> None:
-        """The passage goes, with the links it lost (of `named`, the concepts
-        it names); its turn stays known (its `f` record)."""
-        for cid in named:
-            self.store.put(keys.unlinked(ref, turn_id, cid), None)
-        self.store.put(keys.passage(ref, turn_id), None)
-        self.store.put(keys.forgotten_turn(ref, turn_id), b"")
+        self.store.write(_passage_dropped(ref, turn_id, named))
 
     def stage_pruning(
         self, ref: GraphRef, entry: Entry, concepts: Iterable[str], links: Iterable[tuple[str, str]],
@@ -364,14 +359,12 @@ class GraphRepository:
         writes but its meta's would stage it: its journal entry, the records of
         the `concepts` it removes, the (concept, turn) `links` unlinked, the
         `orphaned` passages (turn id -> the concepts it names) gone."""
-        put = self.store.put
-        put(keys.journal_entry(ref, entry.offset), entry.event)
-        for cid in concepts:
-            put(keys.concept(ref, cid), None)
-        for cid, turn_id in links:
-            put(keys.unlinked(ref, turn_id, cid), b"")
-        for turn_id, named in orphaned.items():
-            self._drop_passage(ref, turn_id, named)
+        batch: dict[bytes, bytes | None] = {keys.journal_entry(ref, entry.offset): entry.event}
+        batch.update(dict.fromkeys(keys.concepts(ref, concepts)))
+        batch.update(dict.fromkeys(keys.unlinks(ref, links), b""))
+        for turn_id, named in orphaned.items():  # after the links: a dropped passage's go
+            batch.update(_passage_dropped(ref, turn_id, named))
+        self.store.write(batch)  # a transaction stages it: one call, not one a record
 
     def _keep_edges(self, ref: GraphRef, write: KeepEdges) -> None:
         pass  # a due time: the in-memory graph's alone
@@ -414,7 +407,7 @@ class GraphRepository:
         never reached)."""
         put = self.store.put
         old = dict(self.records_but_journal(ref, refolded.journal_kept_to))
-        for key, value in refolded.records:
+        for key, value in refolded.records.items():
             if old.pop(key, None) != value:
                 put(key, value)
         for key in old:
@@ -434,6 +427,15 @@ class GraphRepository:
     def rejections(self) -> list[tuple[int, dict[str, str]]]:
         """(offset, {"type", "reason"}) of every event the fold rejected, in log order."""
         return [(keys.offset_after(key, keys.REJECTED), json.loads(raw)) for key, raw in self.store.scan(keys.REJECTED)]
+
+
+def _passage_dropped(ref: GraphRef, turn_id: str, named: Iterable[str]) -> dict[bytes, bytes | None]:
+    """The records of a passage that goes, with the links it lost (of
+    `named`, the concepts it names); its turn stays known (its `f` record)."""
+    dropped: dict[bytes, bytes | None] = dict.fromkeys(keys.unlinks(ref, [(cid, turn_id) for cid in named]))
+    dropped[keys.passage(ref, turn_id)] = None
+    dropped[keys.forgotten_turn(ref, turn_id)] = b""
+    return dropped
 
 
 def offset_batch(offset: int) -> dict[bytes, bytes | None]:

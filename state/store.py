@@ -57,6 +57,12 @@ class PartitionStore(ABC):
         """Items whose key starts with `prefix`, in ascending key order, from
         the first key not below `start` (None: from the first)."""
 
+    def items(self, prefix: bytes) -> dict[bytes, bytes]:
+        """Every item whose key starts with `prefix`, by key (a dict, not in
+        key order): a whole section read at once, where a caller would only
+        make a dict of `scan`'s items."""
+        return dict(self.scan(prefix))
+
     @abstractmethod
     def write(self, batch: Batch) -> None:
         """Apply every put and delete of `batch`, all or none."""

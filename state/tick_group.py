@@ -40,13 +40,14 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
     slots = {cid: index[cid] for cid in listed if cid in index}
     sources = {cid: tuple(view.passage_ids[slot]) for cid, slot in slots.items()}
     passages = repo.passage_concepts(ref, sorted({t for turns in sources.values() for t in turns}))
-    isolated = sorted({slots[c.id] for tick in ticks for c in tick.concepts if c.reason == "isolated" and c.id in slots})
+    isolated = {slots[c.id] for tick in ticks for c in tick.concepts if c.reason == "isolated" and c.id in slots}
+    rows = dict(zip(slots.values(), view.slot_rows(list(slots.values()))))
     return GroupReads(
         concepts={cid: concept_record(cid, columns.values(slot)) for cid, slot in slots.items()},
         slots=slots, ids=view.ids, size=len(view.ids), edges=view.listed_edges([tick.edges for tick in ticks]),
-        neighbours={slot: view.neighbour_slots(slot) for slot in slots.values()},
+        neighbours={slot: tuple(row[0]) for slot, row in rows.items()},
         sources=sources, passages=passages, links=_links(view, passages),
-        isolated_edges={slot: view.row_pairs(slot) for slot in isolated},
+        isolated_edges={slot: dict(zip(row[0], zip(row[1], row[2]))) for slot, row in sorted(rows.items()) if slot in isolated},
     )
 
 

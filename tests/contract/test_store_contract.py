@@ -92,6 +92,17 @@ def test_scan_is_every_key_with_the_prefix_from_the_start_in_order(tmp_path_fact
             store.close()
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.binary(max_size=4), st.binary(max_size=3), max_size=20), st.binary(max_size=3))
+def test_items_are_the_scan_by_key(tmp_path_factory, records, prefix):
+    for store in (MemoryStore(), RocksStore(tmp_path_factory.mktemp("items") / "s")):
+        try:
+            store.write(records)
+            assert store.items(prefix) == dict(store.scan(prefix)) == {k: v for k, v in records.items() if k.startswith(prefix)}
+        finally:
+            store.close()
+
+
 def test_empty_value_is_a_value(make_store):
     store = make_store()
     store.write({b"k": b""})

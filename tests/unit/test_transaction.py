@@ -63,6 +63,7 @@ def test_reads_see_pending_writes_merged_with_the_store(ops):
             seen = dict(committed)
         for prefix in (b"", b"a", b"a\x00", b"b", b"zz"):
             assert list(txn.scan(prefix)) == sorted((k, v) for k, v in seen.items() if k.startswith(prefix))
+            assert txn.items(prefix) == {k: v for k, v in seen.items() if k.startswith(prefix)}
             for start in ALL_KEYS:
                 assert list(txn.scan(prefix, start)) == sorted(
                     (k, v) for k, v in seen.items() if k.startswith(prefix) and k >= start
@@ -207,11 +208,12 @@ class CountingDeferred:
     (b"g\x00", True), (b"g\x00g\x001\x00", True), (b"", True), (b"g", True),
     (b"d\x00", False), (b"u\x00g\x00", False), (b"x\x00g", False),
 ])
-def test_only_a_scan_that_can_meet_graph_records_settles_what_was_kept_aside(prefix, settles):
+@pytest.mark.parametrize("read", ["scan", "items"])
+def test_only_a_scan_that_can_meet_graph_records_settles_what_was_kept_aside(prefix, settles, read):
     txn = Transaction(MemoryStore())
     deferred = CountingDeferred(txn)
     txn.defer(deferred)
-    found = list(txn.scan(prefix))
+    found = list(txn.scan(prefix)) if read == "scan" else list(txn.items(prefix).items())
     assert deferred.settled == int(settles)
     assert ((b"g\x00g\x001\x00r\x00a", b"row") in found) == settles
 
