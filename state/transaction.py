@@ -150,7 +150,11 @@ class Transaction(PartitionStore):
         """The store's items merged with the pending ones, in key order."""
         if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
             self.settle()  # what is kept aside is graph content (`g` keys): only a scan that can meet it waits for it
-        return self._merged(prefix, prefix if start is None else max(prefix, start))
+        start = prefix if start is None else max(prefix, start)
+        mine = self._pending_with(prefix, start)
+        if not mine:  # the store's own scan: most scans meet nothing pending (after a commit, a scratch state's load)
+            return self.store.scan(prefix, start)
+        return self._merged(mine, prefix, start)
 
     def items(self, prefix: bytes) -> dict[bytes, bytes]:
         """`scan`'s items as a dict: the store's section with the pending
@@ -169,8 +173,8 @@ class Transaction(PartitionStore):
                     found[key] = raw
         return found
 
-    def _merged(self, prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        mine = self._pending_with(prefix, start)
+    def _merged(self, mine: list[bytes], prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The store's items from `start` merged with the pending ones `mine` (keys, in order)."""
         theirs = self.store.scan(prefix, start)
         i = 0
         for key, value in theirs:
