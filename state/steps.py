@@ -82,7 +82,8 @@ class PartitionWorker:
         # caller's event loop (`serve_snapshots`), from the records they read.
         self.state.defers_points = isinstance(event, SnapshotStarted)
         try:
-            outcome = self.state.apply(event, offset, refolds, raw)
+            with collector_paused():  # a batch of one, as `on_graph_events` folds one (a forget's replaced records)
+                outcome = self.state.apply(event, offset, refolds, raw)
         finally:
             self.state.defers_points = False
         size = len(raw) if raw is not None else (len(encode(event)) if self.snapshots.policy else 0)
