@@ -121,7 +121,15 @@ class PassagePlace(msgspec.Struct):
     seq: int = 0
 
 
+class _PassageConcepts(msgspec.Struct):
+    """What a tick reads of a passage record: the concepts it names (the
+    other fields skipped, not made into objects)."""
+
+    concept_ids: tuple[str, ...]
+
+
 _CONCEPT = msgspec.json.Decoder(_ConceptWire)
+_PASSAGE_CONCEPTS = msgspec.json.Decoder(_PassageConcepts)
 _PASSAGE = msgspec.json.Decoder(PassagePlace)
 
 
@@ -146,6 +154,14 @@ def _time(value: str | None) -> datetime | None | bool:
         return None
     at = canonical_time(value)
     return False if at is None else at
+
+
+def decode_passage_concepts(raw: bytes) -> tuple[str, ...] | None:
+    """The concepts a passage record names; None where it is not as the encoder writes it."""
+    try:
+        return _PASSAGE_CONCEPTS.decode(raw).concept_ids
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def decode_passage_place(raw: bytes) -> PassagePlace | None:

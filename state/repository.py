@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import json
 
-import orjson
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -21,7 +20,7 @@ from emgas.state import fold_points, keys
 from emgas.state.rows import RowLookup
 from emgas.state.store import LazyRecord, PartitionStore
 from emgas.state.transaction import Transaction
-from emgas.state.records import dumps
+from emgas.state.records import decode_passage_concepts, dumps
 
 NO_OFFSET = -1
 FIRST_VERSION = 1
@@ -175,8 +174,9 @@ class GraphRepository:
 
     def journal(self, ref: GraphRef, after: int = -1) -> Iterator[Entry]:
         """The events applied to the graph version after log offset `after`, in log order."""
-        for key, raw in self.store.scan(keys.section(ref, b"j"), keys.journal_entry(ref, after + 1)):
-            yield Entry(keys.journal_offset(key, ref), raw)
+        section = keys.section(ref, b"j")
+        for key, raw in self.store.scan(section, keys.journal_entry(ref, after + 1)):
+            yield Entry(keys.offset_after(key, section), raw)
 
     def journal_to(self, ref: GraphRef, last: int) -> Iterator[Entry]:
         """The events applied to the graph version up to log offset `last`, in log order."""
@@ -289,7 +289,8 @@ class GraphRepository:
         found = {}
         for turn_id, value in zip(turn_ids, lookup([keys.passage(ref, t) for t in turn_ids])):
             if isinstance(value, bytes):
-                found[turn_id] = tuple(orjson.loads(value)["concept_ids"])
+                named = decode_passage_concepts(value)  # not as the encoder writes it: the model reads it, or says why not
+                found[turn_id] = Passage.model_validate_json(value).concept_ids if named is None else named
             elif value is not None:
                 found[turn_id] = value.concept_ids  # a passage staged as a model or as its fields
         return found

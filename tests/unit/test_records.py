@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from emgas.processors.graph import ConceptState, Passage, concept_record, concept_values
 from emgas.state.concept_columns import ConceptColumns
-from emgas.state.records import decode_concept, decode_passage_place
+from emgas.state.records import decode_concept, decode_passage_concepts, decode_passage_place
 from emgas.state.repository import PendingConcept, PendingPassage
 
 OFFSETS = [timezone.utc, timezone(timedelta(0)), timezone(timedelta(hours=5, minutes=45)), timezone(timedelta(hours=-8))]
@@ -111,3 +111,9 @@ def test_a_passage_record_decodes_to_its_place(turn_id, speaker, text, at, sessi
     assert (place.turn_id, place.speaker, tuple(place.concept_ids), place.session_id, place.seq) == \
         (model.turn_id, model.speaker, model.concept_ids, model.session_id, model.seq)
     assert decode_passage_place(b'{"turn_id": "t1", "speaker": 3, "concept_ids": []}') is None
+    assert decode_passage_concepts(pending.encode()) == model.concept_ids
+
+
+@pytest.mark.parametrize("raw", [b'{"turn_id": "t1"}', b'{"concept_ids": [1]}', b'{"concept_ids": "ab"}', b"[", b""])
+def test_a_passage_record_not_as_the_encoder_writes_it_names_no_concepts_here(raw):
+    assert decode_passage_concepts(raw) is None  # its model reads it, or says why not
