@@ -350,22 +350,14 @@ class GraphView:
             counts[order].astype(np.int64), lasts[order].astype(np.int64),
         )
 
-    def row_pairs(self, slot: int) -> dict[int, tuple[int, int]]:
-        """The slot's edges: neighbour slot -> (count c(a, b), last co-occurrence µs)."""
-        idx, cnt, last = self._adjacency.full_row(slot)
-        return dict(zip(idx.tolist(), zip(cnt.tolist(), last.tolist())))
-
     def slot_rows(self, slots: Sequence[int]) -> list[tuple[list[int], list[int], list[int]]]:
         """Each slot's (neighbour slots, counts c(a, b), last co-occurrences
-        µs), by neighbour: `row_pairs` of many slots gathered at once (a tick
-        group reads a row of each concept it lists)."""
+        µs), by neighbour, gathered at once (a tick group reads the row of
+        each concept it lists)."""
         if not slots:
             return []
         ptr, idx, cnt, last = (a.tolist() for a in self._adjacency.gather(np.asarray(slots, dtype=np.int64)))
         return [(idx[lo:hi], cnt[lo:hi], last[lo:hi]) for lo, hi in zip(ptr, ptr[1:])]
-
-    def neighbour_slots(self, slot: int) -> tuple[int, ...]:
-        return tuple(self._adjacency.neighbours(slot))
 
     def _find(self, edges: list[Edge]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per edge (either way round), whether it exists, its count and its last µs."""

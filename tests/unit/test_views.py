@@ -69,6 +69,22 @@ def test_a_views_snapshot_holds_its_live_pairs_of_at_least_the_count_asked():
     assert checked > 0
 
 
+def test_rows_gathered_at_once_are_each_slots_row_read_alone():
+    from emgas.processors.graph import GraphParams
+    from emgas.tools.bench.core import synthetic_log
+    from emgas.tools.driver import LocalLog
+    from emgas.tools.synthetic import conversations
+
+    log = LocalLog(GraphParams())
+    log.extend(synthetic_log(conversations(300), GraphParams()))
+    view = max(log.state.views.loaded().values(), key=lambda view: len(view.ids))
+    view.remove_concept(next(iter(view.index)))  # a dead slot has no row
+    slots = [0, *range(len(view.ids) - 1, 0, -3), 5, 5]  # any order, a slot twice
+    alone = [tuple(a.tolist() for a in view._adjacency.full_row(slot)) for slot in slots]
+    assert view.slot_rows(slots) == alone and any(row[0] for row in alone)
+    assert view.slot_rows([]) == []
+
+
 def test_a_querys_neighbours_compute_each_row_once_and_a_new_one_sees_new_counts(monkeypatch):
     from emgas.processors.graph import GraphParams
     from emgas.state import view as view_module
