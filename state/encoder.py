@@ -167,16 +167,6 @@ def encoder() -> Encoder:
 _LOADING = threading.Lock()  # a worker's warm-up thread and its first query may ask at once
 
 
-def preload() -> None:
-    """Build the encoder now where it would be served (installed, its files
-    the pinned ones), saying nothing: `optional_encoder` says why not, once
-    the worker logs. Its session builds mostly outside the interpreter's
-    lock, so a worker starts it before its imports (`streams.cli.entry`)."""
-    with _LOADING:
-        if available() and refusal() is None:
-            encoder()
-
-
 def optional_encoder() -> Encoder | None:
     """The loaded one (see below), loading it first under a lock."""
     with _LOADING:
