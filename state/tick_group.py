@@ -47,7 +47,10 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
         slots=slots, ids=view.ids, size=len(view.ids), edges=view.listed_edges([tick.edges for tick in ticks]),
         neighbours={slot: tuple(row[0]) for slot, row in rows.items()},
         sources=sources, passages=passages, links=_links(view, passages),
-        isolated_edges={slot: dict(zip(row[0], zip(row[1], row[2]))) for slot, row in sorted(rows.items()) if slot in isolated},
+        isolated_edges={
+            slot: dict(zip(neighbours, zip(counts, lasts)))
+            for slot, (neighbours, counts, lasts) in sorted(rows.items()) if slot in isolated
+        },
     )
 
 

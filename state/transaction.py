@@ -148,8 +148,7 @@ class Transaction(PartitionStore):
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """The store's items merged with the pending ones, in key order."""
-        if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
-            self.settle()  # what is kept aside is graph content (`g` keys): only a scan that can meet it waits for it
+        self._settle_under(prefix)
         start = prefix if start is None else max(prefix, start)
         mine = self._pending_with(prefix, start)
         if not mine:  # the store's own scan: most scans meet nothing pending (after a commit, a scratch state's load)
@@ -161,8 +160,7 @@ class Transaction(PartitionStore):
         writes laid over it, dict by dict, where `scan` merges two sorted
         runs key by key (a forget reads a re-folded version so: 27,800
         records in 11-14 ms, 28-40 merged)."""
-        if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
-            self.settle()
+        self._settle_under(prefix)
         found = self.store.items(prefix)
         for key, value in self._pending.items():
             if key.startswith(prefix):
@@ -172,6 +170,12 @@ class Transaction(PartitionStore):
                 else:
                     found[key] = raw
         return found
+
+    def _settle_under(self, prefix: bytes) -> None:
+        """Settle what is kept aside before a read of the keys under `prefix`
+        that can meet it: it is graph content (`g` keys), so only such a read waits for it."""
+        if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
+            self.settle()
 
     def _merged(self, mine: list[bytes], prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The store's items from `start` merged with the pending ones `mine` (keys, in order)."""
