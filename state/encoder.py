@@ -173,6 +173,27 @@ def optional_encoder() -> Encoder | None:
         return _optional_encoder()
 
 
+def preload() -> threading.Thread:
+    """Start `optional_encoder()` on a thread of its own and return it: its ONNX
+    session (about 0.15 s, mostly outside the interpreter's lock) builds
+    while the caller goes on importing and starting, and whoever asks for
+    the encoder next waits for it under `_LOADING`. Call it once numpy is
+    imported (importing numpy from two threads at once is not safe); the
+    thread imports only onnxruntime and tokenizers. It is not a daemon: a
+    process that exits while onnxruntime builds a session is aborted by the
+    C++ runtime, so an early exit waits for the load to end."""
+    thread = threading.Thread(target=_preloaded, name="emgas-encoder", daemon=False)
+    thread.start()
+    return thread
+
+
+def _preloaded() -> None:
+    try:
+        optional_encoder()
+    except Exception:  # noqa: BLE001 - not cached: the next caller loads it again and says why it cannot
+        log.debug("loading the encoder ahead failed", exc_info=True)
+
+
 @lru_cache(maxsize=1)
 def _optional_encoder() -> Encoder | None:
     """The encoder when the extra is installed, else None (said once in the log)."""

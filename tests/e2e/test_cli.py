@@ -52,6 +52,15 @@ def test_unreachable_broker_is_a_clear_error(tmp_path):
     assert "cannot reach Kafka" in run.stderr and "Traceback" not in run.stderr
 
 
+def test_a_worker_that_exits_while_its_encoder_loads_says_why(tmp_path):
+    # The encoder loads on a thread from the start (`encoder.preload`): an exit
+    # at once must wait for it, not be aborted by onnxruntime's C++ runtime.
+    for _ in range(3):
+        run = emgas("worker", home=tmp_path, env={"EMGAS_BROKER": "127.0.0.1:9", "EMGAS_BROKER_WAIT_S": "0"})
+        assert run.returncode == 2, run.stderr[-2000:]
+        assert run.stderr.strip().splitlines() == ["emgas: error: no broker answers at 127.0.0.1:9"]
+
+
 def test_verbose_adds_the_traceback(tmp_path):
     run = emgas("--verbose", "query", "--graph", "g", "hello", home=tmp_path,
                 env={"EMGAS_BROKER": "127.0.0.1:9", "EMGAS_QUERY_TIMEOUT_S": "3"})

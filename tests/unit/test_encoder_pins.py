@@ -2,9 +2,11 @@
 refused with one line, and semantic seeds are off rather than run on unknown
 weights. Every file changed here is a doctored copy in a temporary folder."""
 
+import functools
 import hashlib
 import logging
 import shutil
+import threading
 
 import pytest
 
@@ -110,3 +112,36 @@ def test_with_a_doctored_model_the_dense_baselines_are_skipped_with_the_reason(
     names, skipped = evaluation._runnable(())
     assert "dense" not in names and "emgas" in names
     assert "not the pinned ones" in skipped["dense"] and "model.onnx" in skipped["dense"]
+
+
+def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch):
+    loads = []
+
+    @functools.lru_cache(maxsize=1)
+    def loaded():
+        loads.append(threading.current_thread().name)
+        return object()
+
+    monkeypatch.setattr(enc, "_optional_encoder", loaded)
+    thread = enc.preload()
+    assert not thread.daemon  # an exit waits for the load: onnxruntime aborts a process that exits mid-build
+    thread.join()
+    assert enc.optional_encoder() is enc.optional_encoder() and loads == ["emgas-encoder"]
+
+
+def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, caplog):
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise RuntimeError("no session")
+
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    monkeypatch.setattr(enc, "_optional_encoder", failing)
+    with caplog.at_level(logging.DEBUG, logger=enc.__name__):
+        enc.preload().join()
+    assert escaped == [] and "loading the encoder ahead failed" in caplog.text
+    with pytest.raises(RuntimeError, match="no session"):  # the next caller meets the failure itself
+        enc.optional_encoder()
+    assert len(calls) == 2
