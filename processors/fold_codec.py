@@ -86,13 +86,14 @@ class TurnRow(msgspec.Struct, frozen=True, gc=False):
     language: str
     extractor: str
     concepts: tuple[ConceptRow, ...]
+    concept_ids: tuple[str, ...]  # its concepts' ids, sorted: what its passage links, and what a fold part checks
     type: ClassVar[str] = "turn_ingested"
 
     @classmethod
-    def of(cls, wire: _Wire, timestamp: datetime) -> TurnRow:
+    def of(cls, wire: _Wire, timestamp: datetime, concept_ids: tuple[str, ...]) -> TurnRow:
         return cls(
             wire.graph_id, wire.graph_version, wire.turn_id, wire.speaker, wire.text, timestamp, wire.session_id,
-            wire.metadata, wire.language, wire.extractor, wire.concepts,
+            wire.metadata, wire.language, wire.extractor, wire.concepts, concept_ids,
         )
 
     def model(self) -> TurnIngested:
@@ -263,6 +264,11 @@ def is_turn(event: Any) -> TypeGuard[TurnIngested | TurnRow]:
     return type(event) is TurnRow or type(event) is TurnIngested
 
 
+def concept_ids(turn: TurnIngested | TurnRow) -> tuple[str, ...]:
+    """The ids of a turn's concepts, sorted (a row has them from its decoding)."""
+    return turn.concept_ids if isinstance(turn, TurnRow) else tuple(sorted(c.id for c in turn.concepts))
+
+
 def is_consolidation(event: Any) -> TypeGuard[Consolidate | ConsolidateRow]:
     """Whether `event` is a consolidation, as a model or as a row."""
     return type(event) is ConsolidateRow or type(event) is Consolidate
@@ -290,7 +296,7 @@ def _turn(raw: bytes) -> TurnRow | None:
             return None
         ids.add(concept.id)
     at = _event_time(wire.timestamp)
-    return None if at is None else TurnRow.of(wire, at)
+    return None if at is None else TurnRow.of(wire, at, tuple(sorted(ids)))
 
 
 def _consolidation(raw: bytes) -> ConsolidateRow | None:

@@ -53,12 +53,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
 from typing import TYPE_CHECKING, Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, after_tick, evolve_consolidate
-from emgas.processors.fold_codec import ConsolidateRow, DecayRow, TurnRow, is_consolidation, is_decay, is_turn
+from emgas.processors.fold_codec import (
+    ConsolidateRow, DecayRow, TurnRow, concept_ids, is_consolidation, is_decay, is_turn,
+)
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import SetTopics
 from emgas.state import keys
@@ -67,7 +68,6 @@ from emgas.state.repository import GraphRepository, PendingPassage
 from emgas.state.rules import Outcome
 from emgas.state.transaction import Pending
 
-_ID = attrgetter("id")  # a concept's id, a concept model's or row's alike
 
 if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotations
     from emgas.state.view import GraphView
@@ -158,7 +158,7 @@ def part_end(run: list[RunEvent], outcomes: list[Outcome | None], start: int, kn
     for k in ticks:
         for event, _, _ in run[seen:k]:
             if is_turn(event):  # one that does not apply mentions nothing either: a cut too many at worst
-                mentioned.update(map(_ID, event.concepts))
+                mentioned.update(concept_ids(event))
         seen = k
         tick = cast(Decay, run[k][0])
         touched = any(c.id in mentioned for c in tick.concepts) or any(
@@ -213,7 +213,7 @@ def fold_run(
         mentions.turn(event.concepts, at)
         passages.append(PendingPassage(
             event.turn_id, event.speaker, event.text, at, event.session_id, event.metadata,
-            tuple(sorted(map(_ID, event.concepts))), turns,
+            concept_ids(event), turns,
         ))
         turns += 1
         if clock is None or at > clock:

@@ -18,7 +18,7 @@ from emgas.processors.events import (
     Concept, Consolidate, Decay, GraphVersionSwitched, PrunedConcept, PrunedEdge, TopicNode, TurnIngested,
 )
 from emgas.processors.fold_codec import (
-    ConsolidateRow, DecayRow, TurnRow, decode_for_fold, is_consolidation, is_decay, is_turn,
+    ConsolidateRow, DecayRow, TurnRow, concept_ids, decode_for_fold, is_consolidation, is_decay, is_turn,
 )
 from emgas.processors.dynamics import DecayParams
 
@@ -72,6 +72,8 @@ def a_row_or_the_codecs(raw: bytes, row: type) -> object | None:
 def test_a_turn_a_worker_wrote_reads_as_a_row_with_the_codecs_fields(turn):
     decoded = a_row_or_the_codecs(encode(turn), TurnRow)
     assert decoded is None or is_turn(decoded)
+    if decoded is not None:  # the ids a row brings are those its model would give, sorted
+        assert concept_ids(decoded) == concept_ids(turn) == tuple(sorted(c.id for c in turn.concepts))
 
 
 def edited(turn: TurnIngested, **changes) -> bytes:
