@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 DIMENSIONS = 384
 _CHUNK = 500  # words per SELECT (SQLite's host parameter limit is 999 on old builds)
+MMAP_BYTES = 256 * 2**20  # address space, not memory: the pages read are the OS's page cache
 
 
 class WordStore:
@@ -35,6 +36,9 @@ class WordStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=10.0, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
+            # Read through a memory map: a taken-over graph's 2,700 vectors in
+            # 12-15 ms instead of 23-35 (each row spans pages: 1.5 kB a vector).
+            db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             db.execute("CREATE TABLE IF NOT EXISTS vectors (word TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
             self._db = db
         except (OSError, sqlite3.Error) as exc:

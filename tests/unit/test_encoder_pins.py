@@ -115,18 +115,23 @@ def test_with_a_doctored_model_the_dense_baselines_are_skipped_with_the_reason(
 
 
 def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch):
-    loads = []
+    loads, runs = [], []
+
+    class Loaded:
+        def encode(self, texts):
+            runs.append(threading.current_thread().name)
 
     @functools.lru_cache(maxsize=1)
     def loaded():
         loads.append(threading.current_thread().name)
-        return object()
+        return Loaded()
 
     monkeypatch.setattr(enc, "_optional_encoder", loaded)
     thread = enc.preload()
     assert not thread.daemon  # an exit waits for the load: onnxruntime aborts a process that exits mid-build
     thread.join()
-    assert enc.optional_encoder() is enc.optional_encoder() and loads == ["emgas-encoder"]
+    assert enc.optional_encoder() is enc.optional_encoder()
+    assert loads == ["emgas-encoder"] and runs == ["emgas-encoder"]  # loaded once, and run once before any query
 
 
 def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, caplog):
