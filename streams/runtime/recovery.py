@@ -92,6 +92,7 @@ class Recovery:
         # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from, failed tries
         self.recoveries: dict[int, dict[str, Any]] = {}
         self._failed_tries: dict[int, int] = {}
+        self._queued: dict[int, int] = {}  # partition -> concept vectors prefetched before its fold
 
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
@@ -175,7 +176,7 @@ class Recovery:
             future.set_result(True)
         # Its graphs' concept vectors, by the background encoder: the partition serves meanwhile
         # (a takeover waited 5-7 s for them in the soak when they were encoded before it served).
-        queued = prefetch_graphs(self.states.get(partition), self.settings.activation)
+        queued = self._queued.pop(partition, 0) + prefetch_graphs(self.states.get(partition), self.settings.activation)
         self.recoveries[partition]["vectors_queued"] = queued
 
     async def _read_to_end(self, partition: int) -> int:
@@ -192,6 +193,11 @@ class Recovery:
             try:
                 async with log_reader(self.settings) as reader:
                     worker = await self._reconcile(reader, partition)
+                    # The graphs a checkpoint restored: their concept vectors read from
+                    # disk on the background encoder's thread while the log after it is
+                    # folded, not by the first query (the rest once it is caught up).
+                    if self.warming is None or self.warming.done:  # else asking for the encoder would block the loop
+                        self._queued[partition] = prefetch_graphs(self.states.get(partition), self.settings.activation)
                     return await self._fold_to_end(reader, partition, worker)
             except LogTruncated as err:
                 # Serve what there is, loudly: `emgas replay --verify` shows the gap.

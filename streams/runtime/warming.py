@@ -45,6 +45,11 @@ class Warming:
         finally:
             self._done.set()
 
+    @property
+    def done(self) -> bool:
+        """Whether the load has ended (loaded or failed)."""
+        return self._done.is_set()
+
     async def wait(self) -> None:
         while not self._done.is_set():  # polled: a thread of the default pool per waiting partition would starve it
             await asyncio.sleep(0.02)

@@ -131,6 +131,42 @@ async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready
     assert len([s for s in said if "catch-up of partition 3 failed" in s]) == tries
 
 
+class Warmed:
+    def __init__(self, done: bool) -> None:
+        self.done = done
+
+    async def wait(self) -> None:
+        self.done = True
+
+
+class OrderedRecovery(Recovery):
+    """A catch-up that restores, then folds: the order of those and of the prefetches, in `steps`."""
+
+    def __init__(self, warming: Warmed, steps: list[str]) -> None:
+        super().__init__(SETTINGS, STATES, warming=warming)
+        self.steps = steps
+
+    async def _reconcile(self, reader, partition):
+        self.steps.append("restored")
+
+    async def _fold_to_end(self, reader, partition, worker):
+        self.steps.append("folded")
+        return 6
+
+
+@pytest.mark.parametrize("warmed, expected", [
+    (True, ["restored", "prefetched", "folded", "prefetched"]),  # read from disk while the rest is folded
+    (False, ["restored", "folded", "prefetched"]),  # the encoder may still load: never awaited on the loop
+])
+async def test_a_restored_graphs_vectors_are_prefetched_before_the_log_after_it_is_folded(monkeypatch, warmed, expected):
+    steps: list[str] = []
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: steps.append("prefetched") or 2)
+    recovery = OrderedRecovery(Warmed(warmed), steps)
+    await recovery.on_assigned(None, tps(3))
+    assert await asyncio.wait_for(recovery.wait(3), 5) is True
+    assert steps == expected and recovery.recoveries[3]["vectors_queued"] == 2 * expected.count("prefetched")
+
 
 def test_a_workers_warm_up_loads_what_queries_need_not_the_folds_compiled_loops(monkeypatch):
     from emgas.processors import extract
