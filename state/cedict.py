@@ -16,32 +16,42 @@ name Job is not the job): 居住 and 居留 share "reside", 医生 and 大夫
 670 words through "work". A sense that more than MAX_SHARING words share
 relates nothing. Words sharing the rarest sense come first.
 
-Parsing takes about 1 s; its result is cached beside WordNet's (under
-`$XDG_CACHE_HOME/emgas`, ~/.cache/emgas: marshal, compressed) and loads
-from there in a fraction of that. It happens on the first Chinese query
-word the graph lacks (or a worker's warm-up, which a partition taken over
-waits for), once per process, and keeps about 14 MB. None when the
-package is not installed: Chinese words are then not expanded, said once
-in the log.
+Parsing takes about 1 s; its result is kept in an SQLite file beside
+WordNet's (under `$XDG_CACHE_HOME/emgas`, ~/.cache/emgas), written once
+per machine and read on demand, a word's senses and a sense's words a row
+each (`state.wordnet_db`): opening it takes about a millisecond, where
+unmarshalling the whole parse (about 14 MB held) took 50 ms of a worker's
+warm-up, which a partition taken over waits for. It is opened on the first
+Chinese query word the graph lacks (or by that warm-up), once per process.
+None when the package is not installed: Chinese words are then not
+expanded, said once in the log.
 """
 
 from __future__ import annotations
 
 import gzip
 import logging
+import marshal
 import re
+import sqlite3
 import threading
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO, Iterable, Mapping, cast
 
-from emgas.state import parse_cache
+from emgas.state import parse_cache, wordnet_db
 
 log = logging.getLogger(__name__)
 
 _CACHE_VERSION = 1  # of what the cache holds: bump when parsing changes
+_FILE_FORMAT = 1  # of the file's tables
+_TABLES = (
+    "CREATE TABLE sharing (sense TEXT PRIMARY KEY, words BLOB) WITHOUT ROWID;"
+    "CREATE TABLE senses (word TEXT PRIMARY KEY, senses BLOB) WITHOUT ROWID;"
+)
+Lookup = Mapping[str, tuple[str, ...]] | wordnet_db.Table  # in memory, or read from the file on demand
 MAX_SHARING = 40  # a sense more words share than this is too general to relate them ("to be": 200+)
 FIRST_SENSES = 3  # only a word's first senses relate it: 活动's 7th, "activity", is not 运动's sense
 _ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
@@ -83,6 +93,9 @@ class Cedict:
     """A `processors.expansion.Lexicon` of Chinese words: synonyms are the
     words sharing a sense; it has no derivations and no noun hierarchy."""
 
+    _sharing: Lookup  # a sense -> the words whose first senses share it
+    _senses: Lookup  # a word -> those of its first senses that relate it to another
+
     def __init__(self, senses: dict[str, tuple[str, ...]]) -> None:
         sharing: dict[str, list[str]] = {}
         for word, word_senses in senses.items():
@@ -99,18 +112,36 @@ class Cedict:
 
     @classmethod
     def load(cls, data: Traversable, cache_dir: Path | None = None) -> "Cedict":
-        """Parse the gzipped dictionary `data`, or reuse the cache of an
-        earlier parse in `cache_dir`, keyed by the file's size and the
-        Python version (marshal's format is the interpreter's)."""
+        """Parse the gzipped dictionary `data`, or read the file an earlier
+        parse left in `cache_dir`, keyed by the dictionary's size and the
+        Python version (marshal's format is the interpreter's); a file that
+        cannot be read is written again, one that cannot be written leaves
+        the parse in memory (each said in the log)."""
         if cache_dir is None:
             return cls._parsed(data)
+        path = wordnet_db.path_for(cache_dir, (_CACHE_VERSION, len(data.read_bytes())), "cedict", _FILE_FORMAT)
+        if path.exists():
+            try:
+                return cls._read(path)
+            except sqlite3.DatabaseError as err:
+                log.warning("the CC-CEDICT file %s is unreadable (%s): parsing again", path, err)
+        parsed = cls._parsed(data)
+        sharing, senses = cast(dict[str, tuple[str, ...]], parsed._sharing), cast(dict[str, tuple[str, ...]], parsed._senses)
+        try:
+            wordnet_db.write_tables(path, _FILE_FORMAT, _TABLES, [
+                ("INSERT INTO sharing VALUES (?, ?)", ((k, marshal.dumps(v)) for k, v in sharing.items())),
+                ("INSERT INTO senses VALUES (?, ?)", ((k, marshal.dumps(v)) for k, v in senses.items())),
+            ])
+            return cls._read(path)
+        except (OSError, sqlite3.Error) as err:
+            log.warning("could not keep CC-CEDICT's parse in %s (%s): parsed again at the next start", path.parent, err)
+            return parsed
 
-        def parse() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-            parsed = cls._parsed(data)
-            return parsed._sharing, parsed._senses
-
-        size = len(data.read_bytes())
-        return cls._of(*parse_cache.cached(cache_dir, "cedict", _CACHE_VERSION, size, parse, "CC-CEDICT"))
+    @classmethod
+    def _read(cls, path: Path) -> "Cedict":
+        file = wordnet_db.Database(path, _FILE_FORMAT, "CC-CEDICT")
+        return cls._of(file.table("SELECT sense, words FROM sharing WHERE sense IN ({})"),
+                       file.table("SELECT word, senses FROM senses WHERE word IN ({})"))
 
     @classmethod
     def _parsed(cls, data: Traversable) -> "Cedict":
@@ -118,7 +149,7 @@ class Cedict:
             return cls.read(text)
 
     @classmethod
-    def _of(cls, sharing: dict[str, tuple[str, ...]], senses: dict[str, tuple[str, ...]]) -> "Cedict":
+    def _of(cls, sharing: Lookup, senses: Lookup) -> "Cedict":
         made = cls.__new__(cls)
         made._sharing, made._senses = sharing, senses
         return made

@@ -13,6 +13,8 @@ and renamed (processes starting together never read half of one), under
 the cache directory, named by a hash of the format's version, the Python
 version (marshal's format is the interpreter's) and the source files'
 sizes. A file that cannot be read is written again, said in the log.
+CC-CEDICT's file (`state.cedict`) is made and read with the same pieces
+(`Database`, `Table`, `write_tables`).
 """
 
 from __future__ import annotations
@@ -86,12 +88,16 @@ class Table:
 class Database:
     """The file, opened read-only; safe to read from several threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, file_format: int = FORMAT, what: str = "WordNet") -> None:
         # as_uri quotes what a URI must not hold bare (a space, "?", "#", "%").
         self._connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
-        if self._values("SELECT key, value FROM meta WHERE key IN ({})", ["format"]).get("format") != FORMAT:
-            raise sqlite3.DatabaseError("not a WordNet file of this format")
+        if self._values("SELECT key, value FROM meta WHERE key IN ({})", ["format"]).get("format") != file_format:
+            raise sqlite3.DatabaseError(f"not a {what} file of this format")
+
+    def table(self, sql: str) -> Table:
+        """The rows `sql` finds (a SELECT of key and value with `IN ({})` to fill), as a `Table`."""
+        return Table(lambda keys: self._values(sql, keys))
 
     def _values(self, sql: str, keys: list[Any]) -> dict[Any, Any]:
         """{key: its value unmarshalled} of the rows of `keys` that `sql` (a
@@ -108,16 +114,16 @@ class Database:
         for pos, word, bases in rows:
             exceptions.setdefault(pos, {})[word] = marshal.loads(bases)
         return (
-            Table(lambda ids: self._values("SELECT id, words FROM synsets WHERE id IN ({})", ids)),
-            Table(lambda ids: self._values("SELECT id, rel FROM synsets WHERE id IN ({})", ids)),
-            Table(lambda words: self._values("SELECT lemma, senses FROM lemmas WHERE lemma IN ({})", words)),
+            self.table("SELECT id, words FROM synsets WHERE id IN ({})"),
+            self.table("SELECT id, rel FROM synsets WHERE id IN ({})"),
+            self.table("SELECT lemma, senses FROM lemmas WHERE lemma IN ({})"),
             exceptions,
         )
 
 
-def path_for(cache_dir: Path, fingerprint: object) -> Path:
-    key = hashlib.sha1(repr((FORMAT, sys.version_info[:2], fingerprint)).encode()).hexdigest()[:12]
-    return cache_dir / f"wordnet-{key}.sqlite3"
+def path_for(cache_dir: Path, fingerprint: object, name: str = "wordnet", file_format: int = FORMAT) -> Path:
+    key = hashlib.sha1(repr((file_format, sys.version_info[:2], fingerprint)).encode()).hexdigest()[:12]
+    return cache_dir / f"{name}-{key}.sqlite3"
 
 
 def opened(cache_dir: Path, fingerprint: object, parse: Callable[[], Parsed]) -> tuple[Table, Table, Table, dict]:
@@ -134,23 +140,32 @@ def opened(cache_dir: Path, fingerprint: object, parse: Callable[[], Parsed]) ->
 
 
 def write(path: Path, parsed: Parsed) -> None:
-    """The file of `parsed`, at `path` (written beside it, then renamed)."""
+    """The file of `parsed`, at `path`."""
     words, rel, index, exceptions = parsed
+    write_tables(path, FORMAT, (
+        "CREATE TABLE synsets (id INTEGER PRIMARY KEY, words BLOB, rel BLOB);"
+        "CREATE TABLE lemmas (lemma TEXT PRIMARY KEY, senses BLOB) WITHOUT ROWID;"
+        "CREATE TABLE exceptions (pos TEXT, word TEXT, bases BLOB, PRIMARY KEY (pos, word)) WITHOUT ROWID;"
+    ), [
+        ("INSERT INTO synsets VALUES (?, ?, ?)",
+         ((s, marshal.dumps(w), marshal.dumps(r)) for s, (w, r) in enumerate(zip(words, rel)))),
+        ("INSERT INTO lemmas VALUES (?, ?)", ((w, marshal.dumps(s)) for w, s in index.items())),
+        ("INSERT INTO exceptions VALUES (?, ?, ?)",
+         ((pos, w, marshal.dumps(b)) for pos, table in exceptions.items() for w, b in table.items())),
+    ])
+
+
+def write_tables(path: Path, file_format: int, schema: str, rows: Iterable[tuple[str, Iterable[tuple[Any, ...]]]]) -> None:
+    """A file at `path` of the tables `schema` creates (and a meta table
+    naming `file_format`), filled by `rows` (each an INSERT and its rows):
+    written beside it, then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.unlink(missing_ok=True)
     with sqlite3.connect(tmp) as db:
-        db.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB);"
-            "CREATE TABLE synsets (id INTEGER PRIMARY KEY, words BLOB, rel BLOB);"
-            "CREATE TABLE lemmas (lemma TEXT PRIMARY KEY, senses BLOB) WITHOUT ROWID;"
-            "CREATE TABLE exceptions (pos TEXT, word TEXT, bases BLOB, PRIMARY KEY (pos, word)) WITHOUT ROWID;"
-        )
-        db.execute("INSERT INTO meta VALUES ('format', ?)", (marshal.dumps(FORMAT),))
-        db.executemany("INSERT INTO synsets VALUES (?, ?, ?)",
-                       ((s, marshal.dumps(w), marshal.dumps(r)) for s, (w, r) in enumerate(zip(words, rel))))
-        db.executemany("INSERT INTO lemmas VALUES (?, ?)", ((w, marshal.dumps(s)) for w, s in index.items()))
-        db.executemany("INSERT INTO exceptions VALUES (?, ?, ?)",
-                       ((pos, w, marshal.dumps(b)) for pos, table in exceptions.items() for w, b in table.items()))
+        db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB);" + schema)
+        db.execute("INSERT INTO meta VALUES ('format', ?)", (marshal.dumps(file_format),))
+        for insert, values in rows:
+            db.executemany(insert, values)
     db.close()
     os.replace(tmp, path)

