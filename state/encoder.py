@@ -174,15 +174,17 @@ def optional_encoder() -> Encoder | None:
 
 
 def preload() -> threading.Thread:
-    """Start `optional_encoder()` on a thread of its own, and run it once,
-    and return the thread: its ONNX session (about 0.15 s, mostly outside
-    the interpreter's lock) builds while the caller goes on importing and
+    """Start `optional_encoder()` on a thread of its own, run it once, and
+    return the thread: its ONNX session (about 0.15 s, mostly outside the
+    interpreter's lock) builds while the caller goes on importing and
     starting, and whoever asks for the encoder next waits for it under
-    `_LOADING`. Call it once numpy is
-    imported (importing numpy from two threads at once is not safe); the
-    thread imports only onnxruntime and tokenizers. It is not a daemon: a
-    process that exits while onnxruntime builds a session is aborted by the
-    C++ runtime, so an early exit waits for the load to end."""
+    `_LOADING`. Call it once numpy is imported (importing numpy from two
+    threads at once is not safe); the thread imports only onnxruntime and
+    tokenizers. It is not a daemon: a process that exits while onnxruntime
+    builds a session is aborted by the C++ runtime, so an early exit waits
+    for the load to end. An encoder that is not installed or not the
+    pinned one is left to the next caller, which says so (the caller's
+    logging may not be set up yet)."""
     thread = threading.Thread(target=_preloaded, name="emgas-encoder", daemon=False)
     thread.start()
     return thread
@@ -190,6 +192,8 @@ def preload() -> threading.Thread:
 
 def _preloaded() -> None:
     try:
+        if not available() or refusal() is not None:
+            return
         loaded = optional_encoder()
         if loaded is not None:
             # A session's first run allocates what later ones reuse: 13 ms against 3.

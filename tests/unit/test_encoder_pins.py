@@ -127,6 +127,8 @@ def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch):
         return Loaded()
 
     monkeypatch.setattr(enc, "_optional_encoder", loaded)
+    monkeypatch.setattr(enc, "available", lambda: True)
+    monkeypatch.setattr(enc, "refusal", lambda: None)
     thread = enc.preload()
     assert not thread.daemon  # an exit waits for the load: onnxruntime aborts a process that exits mid-build
     thread.join()
@@ -144,9 +146,21 @@ def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, 
     escaped = []
     monkeypatch.setattr(threading, "excepthook", escaped.append)
     monkeypatch.setattr(enc, "_optional_encoder", failing)
+    monkeypatch.setattr(enc, "available", lambda: True)
+    monkeypatch.setattr(enc, "refusal", lambda: None)
     with caplog.at_level(logging.DEBUG, logger=enc.__name__):
         enc.preload().join()
     assert escaped == [] and "loading the encoder ahead failed" in caplog.text
     with pytest.raises(RuntimeError, match="no session"):  # the next caller meets the failure itself
         enc.optional_encoder()
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("installed, why", [(False, None), (True, "model.onnx has sha256 0123…, not the pinned …")])
+def test_an_encoder_missing_or_refused_is_left_to_the_warm_up_which_says_so(monkeypatch, installed, why):
+    loads = []
+    monkeypatch.setattr(enc, "_optional_encoder", lambda: loads.append(1))
+    monkeypatch.setattr(enc, "available", lambda: installed)
+    monkeypatch.setattr(enc, "refusal", lambda: why)
+    enc.preload().join()
+    assert loads == []  # its one line is the warm-up's, in the worker's log (not set up yet here)
