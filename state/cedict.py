@@ -120,22 +120,21 @@ class Cedict:
         if cache_dir is None:
             return cls._parsed(data)
         path = wordnet_db.path_for(cache_dir, (_CACHE_VERSION, len(data.read_bytes())), "cedict", _FILE_FORMAT)
-        if path.exists():
-            try:
-                return cls._read(path)
-            except sqlite3.DatabaseError as err:
-                log.warning("the CC-CEDICT file %s is unreadable (%s): parsing again", path, err)
-        parsed = cls._parsed(data)
-        sharing, senses = cast(dict[str, tuple[str, ...]], parsed._sharing), cast(dict[str, tuple[str, ...]], parsed._senses)
-        try:
+        parsed: list[Cedict] = []  # what the file was written from, kept where it cannot be
+
+        def write(path: Path) -> None:
+            parsed.append(cls._parsed(data))
+            sharing, senses = cast(dict[str, tuple[str, ...]], parsed[0]._sharing), cast(dict[str, tuple[str, ...]], parsed[0]._senses)
             wordnet_db.write_tables(path, _FILE_FORMAT, _TABLES, [
                 ("INSERT INTO sharing VALUES (?, ?)", ((k, marshal.dumps(v)) for k, v in sharing.items())),
                 ("INSERT INTO senses VALUES (?, ?)", ((k, marshal.dumps(v)) for k, v in senses.items())),
             ])
-            return cls._read(path)
+
+        try:
+            return wordnet_db.read_or_written(path, cls._read, write, "CC-CEDICT")
         except (OSError, sqlite3.Error) as err:
             log.warning("could not keep CC-CEDICT's parse in %s (%s): parsed again at the next start", path.parent, err)
-            return parsed
+            return parsed[0] if parsed else cls._parsed(data)
 
     @classmethod
     def _read(cls, path: Path) -> "Cedict":

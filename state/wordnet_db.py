@@ -28,9 +28,10 @@ import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FORMAT = 1
 # Rows kept in memory per table: a wide category walked down three steps
@@ -129,14 +130,21 @@ def path_for(cache_dir: Path, fingerprint: object, name: str = "wordnet", file_f
 def opened(cache_dir: Path, fingerprint: object, parse: Callable[[], Parsed]) -> tuple[Table, Table, Table, dict]:
     """The tables of the file for `fingerprint`, written from `parse()` first
     when there is none (or it cannot be read)."""
-    path = path_for(cache_dir, fingerprint)
+    return read_or_written(
+        path_for(cache_dir, fingerprint), lambda path: Database(path).tables(), lambda path: write(path, parse()), "WordNet",
+    )
+
+
+def read_or_written(path: Path, read: Callable[[Path], T], write_file: Callable[[Path], None], what: str) -> T:
+    """`read(path)` of the file at `path`; where there is none, or it cannot
+    be read (said in the log), `write_file(path)` first."""
     if path.exists():
         try:
-            return Database(path).tables()
+            return read(path)
         except sqlite3.DatabaseError as err:
-            log.warning("the WordNet file %s is unreadable (%s): parsing again", path, err)
-    write(path, parse())
-    return Database(path).tables()
+            log.warning("the %s file %s is unreadable (%s): parsing again", what, path, err)
+    write_file(path)
+    return read(path)
 
 
 def write(path: Path, parsed: Parsed) -> None:
