@@ -154,6 +154,7 @@ class Recovery:
 
     async def _catch_up(self, partition: int, future: asyncio.Future[bool]) -> None:
         started = time.perf_counter()
+        self._queued.pop(partition, None)  # an earlier catch-up's, ended without serving
         try:
             read = await self._read_to_end(partition)
         except LogResetStop as err:
@@ -197,7 +198,8 @@ class Recovery:
                     # disk on the background encoder's thread while the log after it is
                     # folded, not by the first query (the rest once it is caught up).
                     if self.warming is None or self.warming.done:  # else asking for the encoder would block the loop
-                        self._queued[partition] = prefetch_graphs(self.states.get(partition), self.settings.activation)
+                        self._queued[partition] = self._queued.get(partition, 0) + prefetch_graphs(
+                            self.states.get(partition), self.settings.activation)  # a try before this one's count too
                     return await self._fold_to_end(reader, partition, worker)
             except LogTruncated as err:
                 # Serve what there is, loudly: `emgas replay --verify` shows the gap.

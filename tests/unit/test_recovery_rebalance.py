@@ -180,3 +180,26 @@ def test_a_workers_warm_up_loads_what_queries_need_not_the_folds_compiled_loops(
     settings = Settings()
     warming.warm_for_queries(settings)
     assert loaded == ["lemmatiser", ("expansion", settings.word_vectors_cache)]
+
+
+class RetriedRecovery(OrderedRecovery):
+    """`OrderedRecovery` whose first fold fails (the broker away), so its catch-up is tried twice."""
+
+    async def _fold_to_end(self, reader, partition, worker):
+        if "failed" not in self.steps:
+            self.steps.append("failed")
+            raise LogUnavailable("the leader is gone")
+        return await super()._fold_to_end(reader, partition, worker)
+
+
+async def test_vectors_prefetched_by_a_try_that_failed_are_counted_with_the_catch_ups(monkeypatch):
+    steps: list[str] = []
+    handed = iter([2, 0, 1])  # the first try hands 2 over; the second finds them handed over; the caught-up state 1 more
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "RETRY_S", 0.0)
+    monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: steps.append("prefetched") or next(handed))
+    recovery = RetriedRecovery(Warmed(True), steps)
+    await recovery.on_assigned(None, tps(3))
+    assert await asyncio.wait_for(recovery.wait(3), 5) is True
+    assert steps == ["restored", "prefetched", "failed", "restored", "prefetched", "folded", "prefetched"]
+    assert recovery.recoveries[3]["vectors_queued"] == 3
