@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -68,6 +70,8 @@ class FoldedMentions:
     texts: dict[int, str]  # column -> its text, where the run changed it (new concepts included)
 
 
+_ID, _TEXT, _IMPORTANCE = attrgetter("id"), attrgetter("text"), attrgetter("importance")
+
 # Up to this many mentions in a run, the tied columns' texts are found a
 # mention at a time (`_earliest_texts_one_by_one`) rather than with arrays.
 _FEW_MENTIONS = 256
@@ -90,47 +94,64 @@ class MentionColumns:
         self._texts: list[str] = []
         self._first_text: list[str] = []  # per column: its first mention's text
         self._varied: set[int] = set()  # the columns with a mention of another text than their first
+        self._pending: list[tuple[Sequence[Concept] | Sequence[ConceptRow], datetime, int]] = []  # turns not gathered yet, with their meta
 
     def ticked(self, meta: GraphMeta) -> None:
         """A tick that lists nothing, inside the run: the mentions after it read `meta`."""
         self._metas.append(meta)
 
     def turn(self, concepts: Sequence[Concept] | Sequence[ConceptRow], at: datetime) -> None:
-        """A turn's mentions, at event time `at`, in its order."""
+        """A turn's mentions, at event time `at`, in its order (gathered
+        with the other turns' when they are read: `_gather`)."""
+        self._pending.append((concepts, at, len(self._metas) - 1))
+
+    def _gather(self) -> None:
+        """The pending turns' mentions onto the run's lists, a list at a time
+        rather than a Python step per mention: each concept's column (new
+        ones in the order of their first mention), text, importance, time
+        and meta, each new column's first text, and the columns mentioned
+        with another text than their first."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        mentioned = [concept for concepts, _, _ in pending for concept in concepts]
+        ids, texts = list(map(_ID, mentioned)), list(map(_TEXT, mentioned))
         slots, first_text = self._slots, self._first_text
-        slot, texts, importance = self._slot, self._texts, self._importance
-        for concept in concepts:
-            cid, text = concept.id, concept.text
-            k = slots.get(cid)
-            if k is None:
-                k = slots[cid] = len(slots)
-                first_text.append(text)
-            elif text != first_text[k]:
-                self._varied.add(k)
-            slot.append(k)
-            texts.append(text)
-            importance.append(concept.importance)
-        k = len(concepts)
-        self._at_us.extend([to_us(at)] * k)
-        self._at.extend([at] * k)
-        self._meta_of.extend([len(self._metas) - 1] * k)
+        new = [cid for cid in dict.fromkeys(ids) if cid not in slots]
+        slots.update(zip(new, range(len(slots), len(slots) + len(new))))
+        first_texts = dict(zip(reversed(ids), reversed(texts)))  # each id's first mention's text
+        first_text.extend(map(first_texts.__getitem__, new))
+        slot = list(map(slots.__getitem__, ids))
+        self._varied.update(compress(slot, map(ne, texts, map(first_text.__getitem__, slot))))
+        self._slot += slot
+        self._texts += texts
+        self._importance += map(_IMPORTANCE, mentioned)
+        for concepts, at, meta in pending:
+            k = len(concepts)
+            self._at_us += [to_us(at)] * k
+            self._at += [at] * k
+            self._meta_of += [meta] * k
 
     @property
     def mentioned(self) -> bool:
+        self._gather()
         return bool(self._slots)
 
     @property
     def concepts_seen(self) -> int:
         """The distinct concepts the run's turns so far mention."""
+        self._gather()
         return len(self._slots)
 
     def seen_among(self, ids: set[str], first: int) -> set[str]:
         """Those of `ids` among the first `first` distinct concepts the run mentions."""
+        self._gather()
         slots = self._slots
         return {cid for cid in ids if slots.get(cid, first) < first}
 
     def fold(self) -> FoldedMentions:
         """Every concept mentioned, as the run's last mention of it leaves it (nothing is changed yet)."""
+        self._gather()
         ids = list(self._slots)
         index = self._index
         slots = np.fromiter((index.get(cid, -1) for cid in ids), dtype=np.int64, count=len(ids))

@@ -22,6 +22,8 @@ import bisect
 import heapq
 import math
 import weakref
+from collections import deque
+from itertools import chain, repeat
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
 
@@ -396,20 +398,16 @@ class GraphView:
             slots[fresh] = np.arange(first, first + len(fresh))
         apply_mentions(self.columns, mentions, slots)
         self._counts[slots] = self.columns.mentions[slots]
-        index, sources = self.index, self.passage_ids
-        members: list[int] = []
-        sizes, at_s, at_us = [], [], []
-        for passage in run.passages:
+        placed = run.passages
+        for passage in placed:
             self.place(passage)
-            turn_id = passage.turn_id
-            ends = [index[cid] for cid in passage.concept_ids]
-            for i in ends:
-                sources[i].append(turn_id)
-            members += ends
-            sizes.append(len(ends))
-            us = to_us(passage.timestamp)
-            at_us.append(us)
-            at_s.append(us / 1e6)  # `dynamics.seconds`: the µs since 1970 over 10^6, as `total_seconds` divides
+        linked = [passage.concept_ids for passage in placed]
+        sizes = list(map(len, linked))
+        members = list(map(self.index.__getitem__, chain.from_iterable(linked)))
+        sources = map(self.passage_ids.__getitem__, members)  # each member's list of passages, in the passages' order
+        deque(map(list.append, sources, chain.from_iterable(map(repeat, (p.turn_id for p in placed), sizes))), maxlen=0)
+        at_us = [to_us(passage.timestamp) for passage in placed]
+        at_s = [us / 1e6 for us in at_us]  # `dynamics.seconds`: the µs since 1970 over 10^6, as `total_seconds` divides
         self._adjacency.add_cliques(
             np.array(members, dtype=np.int32), np.array(sizes, dtype=np.int64), np.array(at_s, dtype=np.float64),
             np.array(at_us, dtype=np.int64),
