@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from pathlib import Path
 from typing import Iterator, Sequence, cast
 
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
 
 from emgas.state.errors import StoreClosed, StoreUnavailable
 from emgas.state.store import Batch, PartitionStore
@@ -24,17 +23,6 @@ MEMTABLE_BUDGET_BYTES = 64 * 2**20
 MEMTABLE_BYTES = 16 * 2**20  # one store's memtable, at most
 BLOCK_CACHE_BYTES = 64 * 2**20  # data blocks read, shared by every store
 _shared: tuple[Cache, WriteBufferManager] | None = None
-
-# No write-ahead log: the graph log in Kafka is this store's. A write goes to
-# the memtable only, and RocksDB writes memtables to its files when they
-# fill, on close, and here at most FLUSH_EVERY_S after a write found the
-# last flush older (as Kafka Streams flushes its stores at each commit). A
-# process killed between two flushes reopens the store as of the last one:
-# a prefix of its atomic batches, its applied offset among them, so the
-# worker folds the log after that offset again (`streams.runtime.recovery`)
-# and loses nothing. Writing the log too cost a fold of 8,000 turns a sixth
-# of its time (16,400-18,800 events/s with it, 20,000-20,200 without).
-FLUSH_EVERY_S = 30.0
 
 
 def _memory() -> tuple[Cache, WriteBufferManager]:
@@ -62,9 +50,6 @@ class RocksStore(PartitionStore):
             self._db: Rdict | None = Rdict(str(path), options)
         except Exception as exc:  # rocksdict raises plain Exception (e.g. the lock of a running worker)
             raise StoreUnavailable(f"cannot open the state at {path}: {exc}") from None
-        self._without_log = WriteOptions()
-        self._without_log.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says a method
-        self._flushed_at = time.monotonic()
 
     def _open(self) -> Rdict:
         if self._db is None:
@@ -101,11 +86,7 @@ class RocksStore(PartitionStore):
                     wb.put(key, value)
         else:  # the common commit: no Python frame per record
             deque(map(wb.put, keys, values), maxlen=0)
-        db = self._open()
-        db.write(wb, self._without_log)
-        if time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
-            db.flush(wait=False)  # in RocksDB's background thread: the commit does not wait for it
-            self._flushed_at = time.monotonic()
+        self._open().write(wb)
 
     def close(self) -> None:
         if self._db is not None:
