@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, ClassVar, Literal, TypeGuard
+from typing import Annotated, Any, ClassVar, Literal, TypeGuard
 
 import msgspec
 from pydantic import ValidationError
@@ -45,11 +45,14 @@ from emgas.processors.events import (
 
 
 class ConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A concept of a turn: `processors.events.Concept`'s fields."""
+    """A concept of a turn: `processors.events.Concept`'s fields, checked
+    as they are decoded (a text and an id not empty, an importance in
+    (0, 1]: a value out of them fails the decoding, which leaves the turn to
+    the general path)."""
 
-    id: str
-    text: str
-    importance: float
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    text: Annotated[str, msgspec.Meta(min_length=1)]
+    importance: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 
 
 class _Wire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -283,18 +286,16 @@ def _turn(raw: bytes) -> TurnRow | None:
     """The row of a turn that passes every rule of `TurnIngested`; None when one
     is in doubt (the general path then accepts it or says why not)."""
     try:
-        wire = _DECODER.decode(raw)
+        wire = _DECODER.decode(raw)  # each concept checked as it is decoded (`ConceptRow`)
     except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8, not JSON, not of the shape
         return None
     if not (_identifier(wire.graph_id) and _identifier(wire.turn_id)):
         return None
     if wire.graph_version is not None and wire.graph_version < 1:
         return None
-    ids = set()
-    for concept in wire.concepts:
-        if not (concept.id and concept.text and 0.0 < concept.importance <= 1.0) or concept.id in ids:
-            return None
-        ids.add(concept.id)
+    ids = {concept.id for concept in wire.concepts}
+    if len(ids) < len(wire.concepts):  # an id twice
+        return None
     at = _event_time(wire.timestamp)
     return None if at is None else TurnRow.of(wire, at, tuple(sorted(ids)))
 
