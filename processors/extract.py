@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Sequence, TypeV
 from importlib.metadata import version as _version
 
 import orjson
-import simplemma
 from pydantic import BaseModel, ConfigDict, Field
 
 from emgas.processors import chinese
@@ -113,17 +112,42 @@ def warm() -> None:
 
 # A language's lemmatiser dictionary loads once per process: a fold or an
 # extraction that needs it while `warm` loads it on another thread waits
-# for that load rather than making a second one.
+# for that load rather than making a second one. simplemma itself is
+# imported by the first load, not with this module: its import compiles its
+# language detector's patterns (about 50 ms), which a worker's warm-up
+# thread pays beside the start rather than the start itself.
 _LOADING = threading.Lock()
 _LOADED: set[str] = set()
+_lemmatize: Callable[..., str] | None = None
+_before_first_load: list[Callable[[], None]] = []
 
 
-def _dictionary(language: str) -> None:
-    if language not in _LOADED:
+def before_first_load(hook: Callable[[], None]) -> None:
+    """Run `hook` once simplemma is imported and before its first
+    dictionary loads (an adapter's cache for its dictionaries), under the
+    loads' lock: whichever thread loads first runs it (now, if one has)."""
+    with _LOADING:
+        if _lemmatize is None:
+            _before_first_load.append(hook)
+        else:
+            hook()
+
+
+def _dictionary(language: str) -> Callable[..., str]:
+    """simplemma's lemmatiser, with `language`'s dictionary loaded."""
+    global _lemmatize
+    if language not in _LOADED or _lemmatize is None:
         with _LOADING:
+            if _lemmatize is None:
+                import simplemma
+
+                for hook in _before_first_load:
+                    hook()
+                _lemmatize = simplemma.lemmatize
             if language not in _LOADED:
-                simplemma.lemmatize("warming", lang=language)
+                _lemmatize("warming", lang=language)
                 _LOADED.add(language)
+    return _lemmatize
 
 
 @lru_cache(maxsize=4096)
@@ -139,9 +163,8 @@ def lemma(word: str, language: str) -> str:
     The lemmatiser sees the token's own case, which keeps names as they
     are ("Maria" -> "maria", not "mare"; "Mars" -> "mars") while "Dogs"
     still gives "dog"."""
-    if language not in _LOADED:
-        _dictionary(language)
-    return simplemma.lemmatize(_POSSESSIVE.sub("", word), lang=language).lower()
+    lemmatize = _lemmatize if language in _LOADED and _lemmatize is not None else _dictionary(language)
+    return lemmatize(_POSSESSIVE.sub("", word), lang=language).lower()
 
 
 class Candidate(NamedTuple):

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
-
-from simplemma.strategies.dictionaries import dictionary_factory
+from typing import Callable, cast
 
 from emgas.state import parse_cache
 
 Load = Callable[[str], dict[bytes, bytes]]
 
-_ORIGINAL: Load = dictionary_factory._load_dictionary_from_disk
 _VERSION = 1
 
 
@@ -31,12 +28,13 @@ def cache_file(folder: Path, language: str) -> Path:
     return parse_cache.cache_path(folder, f"simplemma-{language}", _VERSION, metadata.version("simplemma"))
 
 
-def cached_loader(folder: Path, decode: Load = _ORIGINAL) -> Load:
-    """`decode` (simplemma's loader), read from and written to `folder`."""
+def cached_loader(folder: Path, decode: Load | None = None) -> Load:
+    """`decode` (simplemma's loader by default), read from and written to `folder`."""
+    original = _simplemma_loader() if decode is None else decode
 
     def load(language: str) -> dict[bytes, bytes]:
         fingerprint = metadata.version("simplemma")
-        parse = lambda: decode(language)  # noqa: E731
+        parse = lambda: original(language)  # noqa: E731
         found: dict[bytes, bytes] = parse_cache.cached(
             folder, f"simplemma-{language}", _VERSION, fingerprint, parse, "lemmatiser dictionary", _is_dict
         )
@@ -48,7 +46,24 @@ def cached_loader(folder: Path, decode: Load = _ORIGINAL) -> Load:
 def install(folder: Path) -> None:
     """simplemma's dictionaries through `folder` from now on, in this process
     (before its first lemma: a dictionary already decoded stays as it is)."""
-    dictionary_factory._load_dictionary_from_disk = cached_loader(folder)  # type: ignore[assignment]
+    from simplemma.strategies.dictionaries import dictionary_factory
+
+    dictionary_factory._load_dictionary_from_disk = cached_loader(folder, _simplemma_loader())  # type: ignore[assignment]
+
+
+_original: Load | None = None
+
+
+def _simplemma_loader() -> Load:
+    """simplemma's own loader (taken before `install` replaces it; imported
+    here, not with this module: simplemma's import costs a worker's start
+    about 50 ms, which its warm-up thread pays instead)."""
+    global _original
+    if _original is None:
+        from simplemma.strategies.dictionaries import dictionary_factory
+
+        _original = cast(Load, dictionary_factory._load_dictionary_from_disk)
+    return _original
 
 
 def _is_dict(value: object) -> bool:

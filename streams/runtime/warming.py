@@ -64,8 +64,10 @@ def warm_for_queries(settings: Settings) -> None:
 
 def start_warming(settings: Settings) -> Warming:
     """The lexicons' disk caches installed in this process (before anything
-    lemmatises or reads jieba's lexicon: the warm-up, a fold, a query),
-    then `warm_for_queries` started on its thread."""
-    lemma_cache.install(settings.word_vectors_cache)
-    chinese_lexicon.install(settings.word_vectors_cache)
+    lemmatises or reads jieba's lexicon: the warm-up, a fold, a query;
+    the lemmatiser's by whichever loads its first dictionary, which imports
+    it), then `warm_for_queries` started on its thread."""
+    folder = settings.word_vectors_cache
+    extract.before_first_load(lambda: lemma_cache.install(folder))
+    chinese_lexicon.install(folder)
     return Warming(lambda: warm_for_queries(settings))
