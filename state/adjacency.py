@@ -141,6 +141,15 @@ class Adjacency:
             self._merge_queued()
         return _gather(self._layout, rows)
 
+    def upper_row_payloads(
+        self, rows: np.ndarray, rank: np.ndarray, text: np.ndarray, bounds: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The store records of the rows `rows`, each with its entries past
+        its own node in `rank`'s order (`kernels.upper_row_payloads`)."""
+        if self._queued:
+            self._merge_queued()
+        return kernels.upper_row_payloads(*self._layout, rows, rank, text, bounds)
+
     def find(self, rows: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per k: whether the edge (rows[k], others[k]) exists (a node < 0
         has none), and its count and last µs (0 where not)."""

@@ -206,68 +206,82 @@ def queued_pairs(
 
 
 @_compiled_on_first_call
-def sorted_within_rows(ptr: np.ndarray, keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """The positions of rows' entries (row r at [ptr[r], ptr[r + 1])), each
-    row's in the order of their `keys` (distinct within a row): one small
-    sort per row, where one sort of every entry by (row, key) sorts them all
-    (a row of a few entries by insertion, without an argsort's array)."""
-    order = np.empty(len(keys), dtype=np.int64)
-    for r in range(len(ptr) - 1):
-        lo, hi = ptr[r], ptr[r + 1]
-        if hi - lo > 32:
-            order[lo:hi] = lo + np.argsort(keys[lo:hi])
-            continue
-        for x in range(lo, hi):
-            key, y = keys[x], x
-            while y > lo and keys[order[y - 1]] > key:
-                order[y] = order[y - 1]
-                y -= 1
-            order[y] = x
-    return order
-
-
-@_compiled_on_first_call
-def row_payloads(
-    lengths: np.ndarray, counts: np.ndarray, lasts: np.ndarray, names: np.ndarray, text: np.ndarray, bounds: np.ndarray,
+def upper_row_payloads(
+    spans: np.ndarray, pool_idx: np.ndarray, pool_cnt: np.ndarray, pool_last: np.ndarray, rows: np.ndarray,
+    rank: np.ndarray, text: np.ndarray, bounds: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """The records of rows (`state.rows`: n as a big-endian uint32, n ×
-    (count, last µs) as big-endian int64, the n neighbour ids in UTF-8,
-    NUL-separated), one after another in one buffer: (buffer, ptr), row r's
-    record at buffer[ptr[r]:ptr[r + 1]]. Row r has `lengths[r]` entries
-    (at least one), the rows' entries one after another in `counts`,
-    `lasts` and `names`; an entry's id is text[bounds[k]:bounds[k + 1]]
-    for k = its `names` value."""
-    rows = len(lengths)
-    ptr = np.zeros(rows + 1, dtype=np.int64)
-    e = 0
-    for r in range(rows):
-        n = lengths[r]
-        size = 4 + 17 * n - 1
-        for x in range(e, e + n):
-            size += bounds[names[x] + 1] - bounds[names[x]]
-        ptr[r + 1] = ptr[r] + size
-        e += n
-    out = np.empty(ptr[rows], dtype=np.uint8)
-    e = 0
-    for r in range(rows):
-        n, o = lengths[r], ptr[r]
+    """The records (`state.rows`) of the pool's rows `rows`, one after
+    another in one buffer: (buffer, ptr), row k's at buffer[ptr[k]:ptr[k + 1]],
+    empty where the row has no entry past its own id. A row's record holds
+    the entries whose neighbour ranks after the row's own node (`rank`: each
+    node's place in id order; each edge is kept in its lower end's row),
+    sorted by rank: n as a big-endian uint32, n × (count, last µs) as
+    big-endian int64, the n neighbour ids in UTF-8 (node k's at
+    text[bounds[k]:bounds[k + 1]]), NUL-separated. A row of up to 32 such
+    entries is sorted by insertion, a longer one by argsort (the ranks in a
+    row are distinct: one order either way)."""
+    n_rows = len(rows)
+    kept = np.zeros(n_rows, dtype=np.int64)
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    widest = 0
+    for k in range(n_rows):
+        r = rows[k]
+        n, size = 0, 0
+        if r < len(spans):
+            start = spans[r] >> _SPAN_BITS
+            own = rank[r]
+            for e in range(start, start + (spans[r] & _LENGTH_MASK)):
+                other = pool_idx[e]
+                if rank[other] > own:
+                    n += 1
+                    size += bounds[other + 1] - bounds[other]
+        kept[k] = n
+        ptr[k + 1] = ptr[k] + (4 + 17 * n - 1 + size if n > 0 else 0)
+        widest = max(widest, n)
+    out = np.empty(ptr[n_rows], dtype=np.uint8)
+    at = np.empty(widest, dtype=np.int64)  # a row's kept entries: pool positions, then sorted by rank
+    keys = np.empty(widest, dtype=np.int64)
+    for k in range(n_rows):
+        n = kept[k]
+        if n == 0:
+            continue
+        r = rows[k]
+        start = spans[r] >> _SPAN_BITS
+        own = rank[r]
+        m = 0
+        for e in range(start, start + (spans[r] & _LENGTH_MASK)):
+            key = rank[pool_idx[e]]
+            if key > own:
+                if n > 32:
+                    at[m], keys[m] = e, key
+                else:  # insertion: shift the larger keys up
+                    y = m
+                    while y > 0 and keys[y - 1] > key:
+                        at[y], keys[y] = at[y - 1], keys[y - 1]
+                        y -= 1
+                    at[y], keys[y] = e, key
+                m += 1
+        if n > 32:
+            order = np.argsort(keys[:n])
+            at[:n] = at[:n][order]
+        o = ptr[k]
         for b in range(4):
             out[o + b] = (n >> (24 - 8 * b)) & 0xFF
         o += 4
-        for x in range(e, e + n):
-            count, last = counts[x], lasts[x]
+        for x in range(n):
+            count, last = np.int64(pool_cnt[at[x]]), np.int64(pool_last[at[x]])
             for b in range(8):
                 out[o + b] = (count >> (56 - 8 * b)) & 0xFF
                 out[o + 8 + b] = (last >> (56 - 8 * b)) & 0xFF
             o += 16
-        for x in range(e, e + n):
-            if x > e:
+        for x in range(n):
+            if x > 0:
                 out[o] = 0
                 o += 1
-            for j in range(bounds[names[x]], bounds[names[x] + 1]):
+            other = pool_idx[at[x]]
+            for j in range(bounds[other], bounds[other + 1]):
                 out[o] = text[j]
                 o += 1
-        e += n
     return out, ptr
 
 
@@ -478,10 +492,11 @@ def warm() -> None:
     idx, cnt, last = np.array([1, 3], dtype=np.int32), np.array([1, 1], dtype=np.int32), np.zeros(2, dtype=np.int64)
     others = np.array([2, 3], dtype=np.int32)
     queued_pairs(others, np.array([2], dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64), 4)
-    sorted_within_rows(np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64))
-    one = np.ones(1, dtype=np.int64)
-    row_payloads(one, one, one, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.uint8), np.array([0, 1], dtype=np.int64))
     spans = np.array([2], dtype=np.int64)  # row 0: entries 0 and 1
+    upper_row_payloads(
+        spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.arange(4, dtype=np.int64), np.ones(4, dtype=np.uint8),
+        np.arange(5, dtype=np.int64),
+    )
     gather_rows(spans, idx, cnt, last, np.zeros(1, dtype=np.int64))
     pool_idx, pool_cnt, pool_last = np.zeros(6, dtype=np.int32), np.ones(6, dtype=np.int32), np.zeros(6, dtype=np.int64)
     pool_idx[:2] = idx

@@ -41,7 +41,7 @@ from emgas.processors.extract import speaker_key
 from emgas.processors.graph import ConceptState, GraphRef, Passage
 from emgas.processors.pruning import Edge, PairState, PairTable, pair_state
 from emgas.processors.pruning_group import ListedEdge, ListedEdges, slot_keys
-from emgas.state import kernels, keys, links
+from emgas.state import keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
 from emgas.state.mention_columns import apply as apply_mentions
@@ -221,18 +221,13 @@ class GraphView:
         rank = self._rank()
         slots = np.fromiter(live, dtype=np.int64, count=len(live))
         slots = slots[np.argsort(rank[slots], kind="stable")]  # in id order: the keys' order
-        ptr, neighbours, counts, lasts = self._upper_rows(slots, rank)
-        lengths = np.diff(ptr)
-        full = lengths > 0
-        if len(neighbours):
-            order = kernels.sorted_within_rows(ptr, rank[neighbours])  # each row's entries in id order
-            payload, at = kernels.row_payloads(
-                lengths[full], counts[order].astype(np.int64), lasts[order].astype(np.int64),
-                neighbours[order].astype(np.int64), *self._id_bytes(),
-            )
-            data, bounds = payload.tobytes(), at.tolist()
+        payload, at = self._adjacency.upper_row_payloads(slots, rank, *self._id_bytes())
+        full = np.diff(at) > 0
+        if full.any():
+            data = payload.tobytes()
             records.update(zip(
-                [ids[slot] for slot in slots[full].tolist()], map(data.__getitem__, map(slice, bounds, bounds[1:])),
+                [ids[slot] for slot in slots[full].tolist()],
+                map(data.__getitem__, map(slice, at[:-1][full].tolist(), at[1:][full].tolist())),
             ))
         emptied = slots[~full]
         records.update((ids[slot], None) for slot in emptied[stored[emptied]].tolist())  # none stored: none to delete
@@ -252,18 +247,6 @@ class GraphView:
         """The store holds rows of these concepts (a view loaded from it)."""
         stored, index = self._rows_stored(), self.index
         stored[[index[cid] for cid in cids if cid in index]] = True
-
-    def _upper_rows(self, slots: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The entries of `slots`' rows whose neighbour's id is past the row's
-        own (`state.rows`: each edge is kept in its lower end's row), one row
-        after another: (ptr, neighbours, counts, last µs), row k at [ptr[k], ptr[k + 1])."""
-        ptr, neighbours, counts, lasts = self._adjacency.gather(slots)
-        lengths = np.diff(ptr)
-        upper = rank[neighbours] > np.repeat(rank[slots], lengths)
-        kept = np.bincount(np.repeat(np.arange(len(slots)), lengths)[upper], minlength=len(slots))
-        ptr = np.zeros(len(slots) + 1, dtype=np.int64)
-        np.cumsum(kept, out=ptr[1:])
-        return ptr, neighbours[upper], counts[upper], lasts[upper]
 
     def _id_bytes(self) -> tuple[np.ndarray, np.ndarray]:
         """Every slot's id in UTF-8, one after another, and where each

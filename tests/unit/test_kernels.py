@@ -163,48 +163,48 @@ def test_merge_in_pool_merges_each_row_with_its_own_pairs_after_the_pool_and_lea
 
 def test_warm_compiles_every_kernel():
     kernels.warm()
-    for kernel in (kernels.merge_in_pool, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.sorted_within_rows, kernels.row_payloads):
+    for kernel in (kernels.merge_in_pool, kernels.queued_pairs, kernels.mention_all, kernels.gather_rows, kernels.find_pairs, kernels.drop_pairs, kernels.upper_row_payloads):
         assert kernel.signatures, f"{kernel.__name__} compiled"
-
-
-@given(st.lists(st.lists(st.integers(0, 10**6), unique=True, max_size=40), max_size=8))
-@settings(max_examples=200, deadline=None)
-def test_sorted_within_rows_orders_each_row_by_its_keys(rows):
-    """Rows of up to 32 entries are sorted by insertion, longer ones by argsort: the same order."""
-    ptr = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
-    keys = np.array([k for row in rows for k in row], dtype=np.int64)
-    order = kernels.sorted_within_rows(ptr, keys)
-    expected = [lo + i for lo, row in zip(ptr.tolist(), rows) for i in sorted(range(len(row)), key=row.__getitem__)]
-    assert order.tolist() == expected
 
 
 # Rows of a store: neighbour id -> (count, last µs); ids of one to three letters, some beyond ASCII.
 store_rows = st.lists(
     st.dictionaries(
         st.text(st.sampled_from("ab\u00e9\u732b\U0001f600"), min_size=1, max_size=3),
-        st.tuples(st.integers(1, 2**40), st.integers(-(2**62), 2**62)), min_size=1, max_size=12,
+        st.tuples(st.integers(1, 2**40), st.integers(-(2**62), 2**62)), min_size=1, max_size=40,
     ),
     min_size=1, max_size=6,
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(store_rows)
-def test_row_payloads_are_the_records_encode_row_writes(rows):
-    """Every row's record, from the rows' entries and their ids' UTF-8 at
-    once, is `state.rows.encode_row`'s, byte for byte."""
+@given(store_rows, st.randoms(use_true_random=False))
+def test_upper_row_payloads_are_the_records_encode_row_writes(rows, random):
+    """Every row's record, its entries past its own node gathered from a
+    pool (in any order there) and sorted by id, is `state.rows.encode_row`'s
+    of those entries, byte for byte; a row with none has an empty record.
+    Node ranks follow the ids' order, as the view's do."""
     from emgas.state.rows import encode_row
 
-    names = sorted({other for row in rows for other in row})
+    names = sorted({other for row in rows for other in row} | {f"r{k}" for k in range(len(rows))})
+    node = {name: k for k, name in enumerate(names)}
     encoded = [name.encode() for name in names]
     text = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     bounds = np.concatenate(([0], np.cumsum([len(e) for e in encoded]))).astype(np.int64)
-    entries = [(names.index(other), *row[other]) for row in rows for other in sorted(row)]
-    payload, ptr = kernels.row_payloads(
-        np.array([len(row) for row in rows], dtype=np.int64),
-        np.array([count for _, count, _ in entries], dtype=np.int64),
-        np.array([last for _, _, last in entries], dtype=np.int64),
-        np.array([k for k, _, _ in entries], dtype=np.int64), text, bounds,
+    rank = np.arange(len(names), dtype=np.int64)
+    spans, pool_idx, pool_cnt, pool_last = np.zeros(len(names), dtype=np.int64), [], [], []
+    for k, row in enumerate(rows):
+        entries = list(row.items())
+        random.shuffle(entries)
+        spans[node[f"r{k}"]] = (len(pool_idx) << kernels._SPAN_BITS) | len(entries)
+        pool_idx += [node[other] for other, _ in entries]
+        pool_cnt += [count for _, (count, _) in entries]
+        pool_last += [last for _, (_, last) in entries]
+    payload, ptr = kernels.upper_row_payloads(
+        spans, np.array(pool_idx, dtype=np.int32), np.array(pool_cnt, dtype=np.int64),
+        np.array(pool_last, dtype=np.int64), np.array([node[f"r{k}"] for k in range(len(rows))], dtype=np.int64),
+        rank, text, bounds,
     )
     data = payload.tobytes()
-    assert [data[ptr[r]:ptr[r + 1]] for r in range(len(rows))] == [encode_row(row) for row in rows]
+    upper = [{o: v for o, v in row.items() if o > f"r{k}"} for k, row in enumerate(rows)]
+    assert [data[ptr[k]:ptr[k + 1]] for k in range(len(rows))] == [encode_row(u) if u else b"" for u in upper]
