@@ -143,6 +143,7 @@ def _dictionary(language: str) -> Callable[..., str]:
 
                 for hook in _before_first_load:
                     hook()
+                _before_first_load.clear()
                 _lemmatize = simplemma.lemmatize
             if language not in _LOADED:
                 _lemmatize("warming", lang=language)

@@ -118,9 +118,10 @@ class MentionColumns:
         ids, texts = list(map(_ID, mentioned)), list(map(_TEXT, mentioned))
         slots, first_text = self._slots, self._first_text
         new = [cid for cid in dict.fromkeys(ids) if cid not in slots]
-        slots.update(zip(new, range(len(slots), len(slots) + len(new))))
-        first_texts = dict(zip(reversed(ids), reversed(texts)))  # each id's first mention's text
-        first_text.extend(map(first_texts.__getitem__, new))
+        if new:
+            slots.update(zip(new, range(len(slots), len(slots) + len(new))))
+            first_texts = dict(zip(reversed(ids), reversed(texts)))  # each id's first mention's text
+            first_text.extend(map(first_texts.__getitem__, new))
         slot = list(map(slots.__getitem__, ids))
         self._varied.update(compress(slot, map(ne, texts, map(first_text.__getitem__, slot))))
         self._slot += slot

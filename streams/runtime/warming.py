@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from pathlib import Path
 from typing import Callable
 
 from emgas.processors import extract
@@ -68,6 +69,16 @@ def start_warming(settings: Settings) -> Warming:
     the lemmatiser's by whichever loads its first dictionary, which imports
     it), then `warm_for_queries` started on its thread."""
     folder = settings.word_vectors_cache
-    extract.before_first_load(lambda: lemma_cache.install(folder))
+    extract.before_first_load(lambda: _install_lemma_cache(folder))
     chinese_lexicon.install(folder)
     return Warming(lambda: warm_for_queries(settings))
+
+
+def _install_lemma_cache(folder: Path) -> None:
+    """The lemmatiser's disk cache (`lemma_cache.install`), run by its first
+    load: one that fails leaves the dictionaries decoded in memory (said
+    once), not the lemma that is being asked for failing."""
+    try:
+        lemma_cache.install(folder)
+    except Exception:  # noqa: BLE001 - simplemma's internals changed, say: the lemmatiser still works
+        log.warning("the lemmatiser's dictionaries are not cached in %s: decoded in memory", folder, exc_info=True)

@@ -71,3 +71,18 @@ def test_a_worker_imports_simplemma_only_when_it_first_lemmatises():
         "assert 'simplemma' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def test_a_lemma_cache_that_cannot_be_installed_leaves_the_lemmatiser_working(monkeypatch, tmp_path, caplog):
+    _no_lemmatiser_loaded(monkeypatch)
+
+    def broken(folder):
+        raise AttributeError("simplemma has no _load_dictionary_from_disk")
+
+    monkeypatch.setattr(lemma_cache, "install", broken)
+    monkeypatch.setattr(warming, "warm_for_queries", lambda settings: None)
+    monkeypatch.setattr(warming, "Warming", lambda load: None)  # no thread: the first load is this test's
+    warming.start_warming(Settings(word_vectors_cache=tmp_path))
+    with caplog.at_level(logging.WARNING):
+        assert extract.lemma("dogs", "en") == "dog"
+    assert "not cached" in caplog.text
