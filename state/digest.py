@@ -29,10 +29,6 @@ from emgas.state import keys, links
 from emgas.state.repository import GraphRepository
 from emgas.state.rows import upper_rows
 
-# (section name, key kind, value renderer); the order is part of the format.
-# Pairs are kept in rows (`state.rows`) and rendered one line per pair,
-# as when each pair was its own record; links are kept in the passages
-# (`state.links`) and rendered one line per link, as when each was a record.
 Render = Callable[[bytes], Any]
 
 
@@ -50,15 +46,6 @@ def as_dumped(model: type[BaseModel]) -> Render:
         return model.model_validate_json(raw).model_dump(mode="json")
 
     return render
-
-
-SECTIONS: tuple[tuple[str, bytes, Render | None], ...] = (
-    ("concepts", b"c", as_dumped(ConceptState)),
-    ("sources", b"s", None),
-    ("pairs", b"r", None),
-    ("passages", b"t", as_dumped(Passage)),
-    ("topics", b"k", as_dumped(TopicNode)),
-)
 
 
 # One encoder for every line: `json.dumps` with these options builds a new
@@ -87,28 +74,110 @@ def pair_lines(rows: Iterable[tuple[str, bytes]]) -> Iterator[str]:
         yield from [f"{head}{escaped(b)}],[{count},{last}]]" for b, (count, last) in zip(others, values.tolist())]
 
 
-def section_records(repo: GraphRepository, ref: GraphRef, kind: bytes, render: Render | None) -> Iterator[str]:
-    """One canonical line per record: `[key fields, value]` as canonical JSON
-    (for pairs: `[[a, b], [count, last µs]]`, a < b, in (a, b) order)."""
-    prefix = keys.section(ref, kind)
-    if kind == b"s":
-        for cid, turn_id in links.of_version(repo.store, ref):
-            yield f"[[{_json_str(cid)},{_json_str(turn_id)}],null]"
-        return
-    if render is None:
-        yield from pair_lines((key[len(prefix):].decode(), raw) for key, raw in repo.store.scan(prefix))
-        return
-    for key, raw in repo.store.scan(prefix):
-        yield canonical_json([keys.split_tail(key, prefix), render(raw)])
+class _Version:
+    """One graph version's records as its sections need them: the passages
+    read and parsed once, for their own section and for the links."""
+
+    def __init__(self, repo: GraphRepository, ref: GraphRef) -> None:
+        self.repo, self.ref = repo, ref
+        self.passage_prefix = keys.section(ref, b"t")
+        self.passages = [(key, raw, orjson.loads(raw)) for key, raw in repo.store.scan(self.passage_prefix)]
+
+    def rendered_lines(self, kind: bytes, render: Render) -> Iterator[str]:
+        """`[key fields, value]` as canonical JSON, per record of `kind`."""
+        prefix = keys.section(self.ref, kind)
+        for key, raw in self.repo.store.scan(prefix):
+            yield canonical_json([keys.split_tail(key, prefix), render(raw)])
 
 
-def _hash_lines(lines: Iterable[str]) -> SectionDigest:
-    """SHA-256 of every line followed by a newline, and the number of lines."""
+def concept_lines(version: _Version) -> Iterator[str]:
+    return version.rendered_lines(b"c", as_dumped(ConceptState))
+
+
+def link_lines(version: _Version) -> Iterator[str]:
+    """`[[concept, turn], null]` per link, by concept then turn: the passages'
+    concepts but the unlinked ones (`state.links`)."""
+    start = len(version.passage_prefix)
+    turn_ids = [key[start:].decode() for key, _, _ in version.passages]
+    by_concept = links.turns_by_concept(
+        zip(turn_ids, (value["concept_ids"] for _, _, value in version.passages)),
+        links.unlinked_of(version.repo.store, version.ref),
+    )
+    escaped = {turn_id: _json_str(turn_id) for turn_id in turn_ids}
+    for cid in sorted(by_concept):
+        head = f"[[{_json_str(cid)},"
+        yield from [f"{head}{escaped[turn_id]}],null]" for turn_id in by_concept[cid]]
+
+
+def pair_lines_of(version: _Version) -> Iterator[str]:
+    """`[[a, b], [count, last µs]]` per pair, a < b, in (a, b) order."""
+    prefix = keys.section(version.ref, b"r")
+    return pair_lines((key[len(prefix):].decode(), raw) for key, raw in version.repo.store.scan(prefix))
+
+
+_PASSAGE_FIELDS = frozenset(Passage.model_fields)
+_render_passage = as_dumped(Passage)
+
+
+def passage_lines(version: _Version) -> Iterator[bytes]:
+    """`[[turn id], passage]` as canonical JSON (bytes), per passage. orjson
+    with sorted keys writes the same bytes as `canonical_json` for values
+    without floats (its strings are escaped alike: tested over every code
+    point); a float (a metadata value), an older format or an int past 64
+    bits goes through `canonical_json`."""
+    prefix = version.passage_prefix
+    for key, raw, value in version.passages:
+        tail = keys.split_tail(key, prefix)
+        if type(value) is dict and value.keys() == _PASSAGE_FIELDS and _without_floats(value):
+            try:
+                yield orjson.dumps([tail, value], option=orjson.OPT_SORT_KEYS)
+                continue
+            except orjson.JSONEncodeError:
+                pass
+        yield canonical_json([tail, _render_passage(raw)]).encode()
+
+
+def _without_floats(value: Any) -> bool:
+    """Whether no float is anywhere inside the JSON `value` (a container's
+    items' types taken at once, its containers looked into)."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind is not float
+    items = value.values() if kind is dict else value
+    kinds = set(map(type, items))
+    if float in kinds:
+        return False
+    return (dict not in kinds and list not in kinds) or all(map(_without_floats, items))
+
+
+def topic_lines(version: _Version) -> Iterator[str]:
+    return version.rendered_lines(b"k", as_dumped(TopicNode))
+
+
+# The sections of a graph digest, in the order that is part of the format.
+# Pairs are kept in rows (`state.rows`) and rendered one line per pair,
+# as when each pair was its own record; links are kept in the passages
+# (`state.links`) and rendered one line per link, as when each was a record.
+SECTIONS: tuple[tuple[str, Callable[[_Version], Iterable[str] | Iterable[bytes]]], ...] = (
+    ("concepts", concept_lines),
+    ("sources", link_lines),
+    ("pairs", pair_lines_of),
+    ("passages", passage_lines),
+    ("topics", topic_lines),
+)
+
+
+def _hash_lines(lines: Iterable[str] | Iterable[bytes]) -> SectionDigest:
+    """SHA-256 of every line (all str, or all UTF-8 bytes) followed by a
+    newline, and the number of lines."""
     h = hashlib.sha256()
     count = 0
-    lines = iter(lines)
-    while chunk := list(itertools.islice(lines, HASH_CHUNK)):
-        h.update(("\n".join(chunk) + "\n").encode())
+    each: Iterator[Any] = iter(lines)
+    while chunk := list(itertools.islice(each, HASH_CHUNK)):
+        if type(chunk[0]) is bytes:
+            h.update(b"\n".join(chunk) + b"\n")
+        else:
+            h.update(("\n".join(chunk) + "\n").encode())
         count += len(chunk)
     return SectionDigest(count=count, digest=h.hexdigest())
 
@@ -116,8 +185,9 @@ def _hash_lines(lines: Iterable[str]) -> SectionDigest:
 def graph_digest(repo: GraphRepository, ref: GraphRef) -> GraphDigest:
     """The digest of one graph version as stored in `repo`."""
     sections = {"meta": _hash_lines([canonical_json(repo.meta(ref).model_dump(mode="json"))])}
-    for name, kind, render in SECTIONS:
-        sections[name] = _hash_lines(section_records(repo, ref, kind, render))
+    version = _Version(repo, ref)
+    for name, lines in SECTIONS:
+        sections[name] = _hash_lines(lines(version))
     top = _hash_lines(f"{name} {s.count} {s.digest}" for name, s in sections.items())
     return GraphDigest(
         graph_id=ref.graph_id,

@@ -10,6 +10,9 @@ order of the records of format 4 (by concept, then turn).
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import Iterable, Mapping
+
 import orjson
 
 from emgas.processors.graph import GraphRef
@@ -19,15 +22,26 @@ from emgas.state.store import PartitionStore
 
 def of_version(store: PartitionStore, ref: GraphRef) -> list[tuple[str, str]]:
     """Every (concept, turn) link of `ref`, by concept then turn (as bytes, the old records' key order)."""
-    unlinked = unlinked_of(store, ref)
     prefix = keys.section(ref, b"t")
-    found = []
-    for key, raw in store.scan(prefix):
-        turn_id = key[len(prefix):].decode()
-        gone = unlinked.get(turn_id, ())
-        found += [(cid, turn_id) for cid in orjson.loads(raw)["concept_ids"] if cid not in gone]
-    found.sort(key=_key_order)
-    return found
+    passages = ((key[len(prefix):].decode(), orjson.loads(raw)["concept_ids"]) for key, raw in store.scan(prefix))
+    by_concept = turns_by_concept(passages, unlinked_of(store, ref))
+    return [(cid, turn_id) for cid in sorted(by_concept) for turn_id in by_concept[cid]]
+
+
+def turns_by_concept(
+    passages: Iterable[tuple[str, Iterable[str]]], unlinked: Mapping[str, set[str]],
+) -> dict[str, list[str]]:
+    """Per concept, the turns whose passages (turn id, concept ids) link it,
+    in the order the passages come: in key order, each concept's turns are
+    in the links' key order, and so are the concepts once sorted (a str's
+    code points sort as its UTF-8 bytes do)."""
+    by_concept: defaultdict[str, list[str]] = defaultdict(list)
+    for turn_id, concept_ids in passages:
+        gone = unlinked.get(turn_id)
+        for cid in concept_ids:
+            if gone is None or cid not in gone:
+                by_concept[cid].append(turn_id)
+    return by_concept
 
 
 def unlinked_of(store: PartitionStore, ref: GraphRef) -> dict[str, set[str]]:
@@ -38,7 +52,3 @@ def unlinked_of(store: PartitionStore, ref: GraphRef) -> dict[str, set[str]]:
         turn_id, cid = keys.split_tail(key, prefix)
         gone.setdefault(turn_id, set()).add(cid)
     return gone
-
-
-def _key_order(link: tuple[str, str]) -> tuple[bytes, bytes]:
-    return link[0].encode(), link[1].encode()

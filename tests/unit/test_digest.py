@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from datetime import timezone
 
 import pytest
 from hypothesis import example, given, settings
@@ -12,7 +13,8 @@ from emgas.processors.graph import GraphParams, GraphRef, Passage
 from emgas.replay.verify import differences
 from emgas.state import keys
 from emgas.state.rows import encode_row
-from emgas.state.digest import HASH_CHUNK, _hash_lines, graph_digest, pair_line, partition_digests
+from emgas.state import links
+from emgas.state.digest import HASH_CHUNK, _hash_lines, as_dumped, canonical_json, graph_digest, pair_line, partition_digests, passage_lines
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
@@ -131,6 +133,7 @@ def test_lines_hashed_in_chunks_hash_as_one_by_one(lines):
     for line in lines:
         one_by_one.update(line.encode() + b"\n")
     assert _hash_lines(iter(lines)) == SectionDigest(count=len(lines), digest=one_by_one.hexdigest())
+    assert _hash_lines(line.encode() for line in lines) == _hash_lines(iter(lines))  # lines as UTF-8 bytes
 
 
 def test_a_record_of_an_older_format_is_read_through_its_model():
@@ -147,3 +150,60 @@ def test_a_record_of_an_older_format_is_read_through_its_model():
     assert graph_digest(state.repo, G) == before
     state.repo.store.write({key: json.dumps({**complete, "count": complete["count"] + 1}).encode()})
     assert graph_digest(state.repo, G).sections["concepts"] != before.sections["concepts"]
+
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))  # what UTF-8 can hold
+METADATA = st.one_of(
+    TEXT, st.booleans(), st.none(), st.integers(),  # ints past 64 bits too
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+class _Passages:
+    """What `passage_lines` reads of a version: its passages' prefix and (key, raw, parsed) records."""
+
+    def __init__(self, passages: list[Passage]) -> None:
+        self.passage_prefix = keys.section(G, b"t")
+        raws = [(self.passage_prefix + p.turn_id.encode(), p.model_dump_json().encode()) for p in passages]
+        self.passages = [(key, raw, json.loads(raw)) for key, raw in sorted(raws)]
+
+
+@given(st.lists(
+    st.builds(
+        Passage, turn_id=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1),
+        speaker=TEXT, text=TEXT, session_id=st.none() | TEXT,
+        timestamp=st.datetimes(timezones=st.just(timezone.utc)),
+        metadata=st.dictionaries(TEXT, METADATA, max_size=4),
+        concept_ids=st.lists(TEXT.filter(bool), max_size=4).map(tuple), seq=st.integers(0, 2**40),
+    ),
+    max_size=5, unique_by=lambda p: p.turn_id,
+))
+@example([Passage(turn_id="t\u2028", speaker="\x1f", text='"\\\n\x7f\ud7ff\U0001f600', timestamp="2026-01-01T00:00:00Z",
+                  metadata={"w": 1e-07, "big": 2**70, "n": -(2**63)}, concept_ids=("é",))])
+def test_a_passage_line_is_the_canonical_json_of_the_passage(passages):
+    """orjson's lines (and canonical_json's, where a value holds a float)
+    are the bytes of `canonical_json([[turn id], passage])`, the passage as
+    the digest has always read it (`as_dumped`: by orjson, which reads an
+    int past 64 bits as a float)."""
+    version = _Passages(passages)
+    render = as_dumped(Passage)
+    expected = [
+        canonical_json([keys.split_tail(key, version.passage_prefix), render(raw)]).encode()
+        for key, raw, _ in version.passages
+    ]
+    assert list(passage_lines(version)) == expected  # type: ignore[arg-type]
+
+
+@given(st.lists(st.tuples(TEXT.filter(bool), st.lists(st.sampled_from(["a", "b", "é", "Z", "\U0001f600", "a b"]), unique=True)),
+                unique_by=lambda p: p[0], max_size=8),
+       st.data())
+def test_links_are_by_concept_then_turn_in_the_keys_byte_order(passages, data):
+    """Grouped by concept in the passages' key order, the links come out as
+    sorting each (concept, turn) by its UTF-8 bytes gives them, less the unlinked."""
+    passages = sorted(passages, key=lambda p: p[0].encode())
+    unlinked = {t: set(data.draw(st.lists(st.sampled_from(c)))) for t, c in passages if c and data.draw(st.booleans())}
+    by_concept = links.turns_by_concept(passages, unlinked)
+    grouped = [(cid, t) for cid in sorted(by_concept) for t in by_concept[cid]]
+    expected = sorted(((c, t) for t, cs in passages for c in cs if c not in unlinked.get(t, ())),
+                      key=lambda link: (link[0].encode(), link[1].encode()))
+    assert grouped == expected
