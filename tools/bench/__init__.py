@@ -92,8 +92,9 @@ retrievals and ticks.
   broker per history (1 partition) whose log holds the
   takeover_turns-turn graph's history: from just before a worker with no
   state (new name, new data directory, automatic snapshot rounds off)
-  is started until an activation query for the graph (asked again every
-  second until answered) gets an activation reply: process start, group
+  is started until an activation query for the graph (asked as it starts,
+  waiting the client's query timeout: the worker answers it once it
+  serves the partition) gets an activation reply: process start, group
   join, recovery, first answer. Without snapshots the log has no
   checkpoint; with, a worker that folded it wrote a snapshot on request
   (`emgas snapshot`) before the takeovers. Each takeover's worker is

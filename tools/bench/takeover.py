@@ -165,7 +165,6 @@ def in_process_recovery_figures(turns: int, repeats: int, params: GraphParams) -
 # snapshot in the log is the one the bench asks for.
 TAKEOVER_ENV = {"EMGAS_SNAPSHOT_MIN_BYTES": "0"}
 TAKEOVER_DEADLINE_S = 180.0  # a takeover not answered by then fails the bench
-ASK_TIMEOUT_S = 1.0  # each query of a takeover; unanswered: asked again
 
 
 async def _emit_history(live: Settings, events: list[GraphEvent]) -> None:
@@ -183,13 +182,17 @@ async def _emit_history(live: Settings, events: list[GraphEvent]) -> None:
 
 async def _first_answer(client: MemoryClient, worker: subprocess.Popen[bytes], graph: str, text: str) -> ActivationReply:
     """The first activation reply for `graph`, asking again after each timeout
-    or error reply (the partition not served yet)."""
+    or error reply (the partition not served yet). Each query waits the
+    client's own timeout (`query_timeout_s`): a worker skips a query whose
+    client gave up (`serving._expired`), so with a wait of 1 s a worker
+    ready at 1.0-1.1 s would answer only the query asked next, a round
+    later, and the figures would step at 1 s."""
     deadline = time.monotonic() + TAKEOVER_DEADLINE_S
     while time.monotonic() < deadline:
         if worker.poll() is not None:
             raise RuntimeError(f"the worker exited with {worker.returncode} before answering")
         try:
-            reply = await client.ask(graph, text, reinforce=False, timeout_s=ASK_TIMEOUT_S)
+            reply = await client.ask(graph, text, reinforce=False)
         except QueryTimeout:
             continue
         if isinstance(reply, ActivationReply):
