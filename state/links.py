@@ -41,7 +41,7 @@ def turns_by_concept(
         for cid in concept_ids:
             if gone is None or cid not in gone:
                 by_concept[cid].append(turn_id)
-    return by_concept
+    return dict(by_concept)  # not a defaultdict: a concept looked up that no passage links is an error, not a new list
 
 
 def unlinked_of(store: PartitionStore, ref: GraphRef) -> dict[str, set[str]]:
