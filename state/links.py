@@ -2,10 +2,10 @@
 
 A passage links every concept its turn mentioned, unless a decay tick
 unlinked one (it pruned the concept; an `unlinked` record says so), so a
-turn writes no record per link (`keys`: format 5). Whoever needs the links
-as a list (digests, snapshots, which carry one record per link as in
-format 4) reads them here: every (concept, turn) link of a version, in the
-order of the records of format 4 (by concept, then turn).
+turn writes no record per link (`keys`: format 5). A digest, which renders
+one line per link as format 4 had one record per link, groups them here
+(by concept, then turn: the records' order); snapshots, which carry link
+records, make them from the records' bytes (`state.snapshots.as_links`).
 """
 
 from __future__ import annotations
@@ -13,25 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Mapping
 
-import orjson
-
 from emgas.processors.graph import GraphRef
 from emgas.state import keys
 from emgas.state.store import PartitionStore
 
 
-def of_version(store: PartitionStore, ref: GraphRef) -> list[tuple[str, str]]:
-    """Every (concept, turn) link of `ref`, by concept then turn (as bytes, the old records' key order)."""
-    prefix = keys.section(ref, b"t")
-    passages = ((key[len(prefix):].decode(), orjson.loads(raw)["concept_ids"]) for key, raw in store.scan(prefix))
-    by_concept = turns_by_concept(passages, unlinked_of(store, ref))
-    return [(cid, turn_id) for cid in sorted(by_concept) for turn_id in by_concept[cid]]
-
-
 def turns_by_concept(
     passages: Iterable[tuple[str, Iterable[str]]], unlinked: Mapping[str, set[str]],
 ) -> dict[str, list[str]]:
-    """Per concept, the turns whose passages (turn id, concept ids) link it,
+    """Per concept, the turns whose passages (turn id, concept ids, in key
+    order: `state.digest.link_lines` reads them so) link it,
     in the order the passages come: in key order, each concept's turns are
     in the links' key order, and so are the concepts once sorted (a str's
     code points sort as its UTF-8 bytes do)."""
