@@ -204,7 +204,9 @@ def wire_format_page() -> str:
     lines += _records("Graph events", settings.graph_events_topic, union(GraphEvent), defs)
     lines += _records("Dead letters", settings.dlq_topic, [DeadLetter], defs)
     lines += ["## Owners", "", f"Topic: `{settings.owners_topic}` (compacted): key the partition number, value the name",
-              "of the worker that answers its queries (`streams/runtime/serving.py`).", ""]
+              "of the worker that answers its queries (`streams/runtime/serving.py`); key `<partition>/answered`,",
+              "value the offset of the queries partition before which a worker that stopped cleanly answered",
+              "every query it read (`streams/runtime/answered.py`: its successor skips those).", ""]
     lines += ["## Nested types", ""]
     for name in sorted(defs):
         lines += _model_section(name, defs[name], "###")

@@ -31,6 +31,10 @@ class Metrics:
             "emgas_queries_covered", "Queries answered (read-only) for a partition whose new owner was catching up",
             registry=r,
         )
+        self.answered_before = Counter(
+            "emgas_queries_answered_before", "Queries not answered because the partition's previous owner had "
+            "answered them (it said so when it stopped)", registry=r,
+        )
         self.latency = Histogram(
             "emgas_query_seconds", "Time to answer an activation query inside the worker", registry=r,
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),

@@ -32,7 +32,9 @@ the partitions it is the *announced owner* of:
   two replies, and only this one reinforces.
 
 A query both answer gets two replies; the client keeps the first (replies
-are matched by request id).
+are matched by request id). A worker that stops cleanly says up to which
+query it answered each partition it served (`streams.runtime.answered`),
+so that the next owner does not answer those again.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -50,6 +52,7 @@ from emgas.processors.codec import decode_request, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
 from emgas.streams.kafka.requests import client_timeout_s
+from emgas.streams.runtime.answered import ANSWERED_SUFFIX, AnsweredQueries, answered_key
 from emgas.streams.runtime.dlq import guarded
 from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.metrics import Metrics
@@ -66,17 +69,23 @@ POLL_MS = 100  # longest wait for records, so announcements are made promptly
 
 
 class Owners:
-    """Partition -> the worker whose announcement of it is the latest (read from `emgas.owners`)."""
+    """Partition -> the worker whose announcement of it is the latest, and the
+    offset before which a worker that stopped answered its queries (read from
+    `emgas.owners`: keys `<p>` and `<p>/answered`)."""
 
     def __init__(self, me: str) -> None:
         self.me = me
         self.latest: dict[int, str] = {}
+        self.answered: dict[int, int] = {}
 
     def read(self, key: bytes | None, value: bytes | None) -> None:
         if key is None or value is None:
             return
         try:
-            self.latest[int(key)] = value.decode()
+            if key.endswith(ANSWERED_SUFFIX):
+                self.answered[int(key[: -len(ANSWERED_SUFFIX)])] = int(value)
+            else:
+                self.latest[int(key)] = value.decode()
         except (ValueError, UnicodeDecodeError):
             log.warning("ignored a record of the owners topic that names no partition: key %r", key)
 
@@ -106,11 +115,12 @@ class QueryServer:
         # Partitions this process has served: only their state is as of a hand-off. After a
         # restart, a partition announced in an earlier life has a state as of its last commit.
         self._served_here: set[int] = set()
-        self._held: set[asyncio.Task[None]] = set()
+        self._held: set[asyncio.Task[Any]] = set()
         self._held_answering = 0  # held queries (not digests) being answered now
         self._held_answered = asyncio.Event()  # set when none is
         self.leaving = False  # set by `hand_over`: announce nothing more
         self._since_ms = 0  # queries sent before this (ms since the epoch) are not answered
+        self.answered = AnsweredQueries()  # said on a clean stop, for the next owner
         self._running: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
@@ -123,11 +133,28 @@ class QueryServer:
             log.info("the worker is stopping: no more queries answered here")
 
     async def stop(self) -> None:
-        """End `run` (the worker is about to stop its producer): answer nothing more."""
+        """End `run` (the worker is about to stop its producer): answer nothing
+        more, and say up to which query each partition served here was answered."""
         task, self._running = self._running, None
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        await self._say_answered()
+
+    async def _say_answered(self) -> None:
+        """For each partition this process served: the offset before which it
+        answered every query it read as owner, on the owners topic, where it
+        says more than the last one said (`streams.runtime.answered`)."""
+        for partition in sorted(self._served_here):
+            through = self.answered.through(partition)
+            if through is None or through <= self.owners.answered.get(partition, 0):
+                continue
+            try:
+                await self.send(self.settings.owners_topic, answered_key(partition), str(through).encode(),
+                                OWNERS_PARTITIONS - 1)
+            except (KafkaError, ServingStopped) as err:
+                log.info("could not say which queries of partition %s were answered: %s", partition, err)
+                return
 
     async def _serve(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -171,21 +198,46 @@ class QueryServer:
         if topic == self.settings.owners_topic:
             self.owners.read(record.key, record.value)
             return
-        partition = record.partition
+        partition, offset = record.partition, record.offset
+        self.answered.read(partition, offset)
         if record.timestamp < self._since_ms:  # sent before this server started: its client has given up on it
             return
-        if self._expired(record):
+        if self._expired(record) or self._answered_before(record):
             return
         if partition in self.recovery.ready_partitions():
             await self._answer(record, covering=False)
         elif self.owners.announced_here(partition) and partition in self._served_here:
+            self.answered.missed(partition, offset)
             await self._answer(record, covering=True)  # revoked, or given back and still catching up
         elif partition in self.recovery.assigned_partitions():
             # Catching up here: whoever was announced may be gone (a takeover), never was (a first
             # start), or be this worker before a restart (its state then lags the log: not covered).
-            task = asyncio.create_task(self._answer_when_ready(record))
-            self._held.add(task)
-            task.add_done_callback(self._held.discard)
+            self._later(record, self._answer_when_ready(record))
+        else:
+            self.answered.missed(partition, offset)  # its owner answers it
+
+    def _later(self, record: Any, answering: Coroutine[Any, Any, bool | None]) -> None:
+        """`answering` run as a task of its own, held (cancelled if serving ends);
+        True or None when it has answered the query as owner (`self.answered`)."""
+        partition, offset = record.partition, record.offset
+        self.answered.later(partition, offset)
+
+        def done(task: asyncio.Task[bool | None]) -> None:
+            self._held.discard(task)
+            answered = not task.cancelled() and task.exception() is None and task.result() is not False
+            self.answered.done(partition, offset, answered)
+
+        task: asyncio.Task[bool | None] = asyncio.create_task(answering)
+        self._held.add(task)
+        task.add_done_callback(done)
+
+    def _answered_before(self, record: Any) -> bool:
+        """Whether the partition's previous owner answered this query before it
+        stopped (it said so: `streams.runtime.answered`)."""
+        if record.offset >= self.owners.answered.get(record.partition, 0):
+            return False
+        self.metrics.answered_before.inc()
+        return True
 
     def _expired(self, record: Any) -> bool:
         """Whether the query's client has given up on it (counted): it was sent
@@ -206,9 +258,13 @@ class QueryServer:
         self.metrics.expired.inc()
         return True
 
-    async def _answer_when_ready(self, record: Any) -> None:
-        # Held while the partition caught up: its client may have given up meanwhile.
-        if await self.recovery.wait(record.partition) and not self._expired(record):
+    async def _answer_when_ready(self, record: Any) -> bool:
+        """Held while the partition caught up: its client may have given up
+        meanwhile, or its previous owner answered it (said once caught up, as
+        the owners topic is read meanwhile). False if the partition was revoked."""
+        if not await self.recovery.wait(record.partition):
+            return False
+        if not self._expired(record) and not self._answered_before(record):
             if _digest_query(record.value) is not None:
                 # Every query held for the partition wakes now: digests (a
                 # verification: a quarter of a second for a graph of 3,000 turns)
@@ -219,7 +275,7 @@ class QueryServer:
                     self._held_answered.clear()
                     await self._held_answered.wait()
                 await self._answer(record, covering=False)
-                return
+                return True
             self._held_answering += 1
             try:
                 await self._answer(record, covering=False)
@@ -227,6 +283,7 @@ class QueryServer:
                 self._held_answering -= 1
                 if not self._held_answering:
                     self._held_answered.set()
+        return True
 
     async def _answer(self, record: Any, covering: bool) -> None:
         try:
@@ -246,9 +303,7 @@ class QueryServer:
         if isinstance(request, DigestQuery) and request.graph_id is None:
             # Every graph of the partition: seconds of hashing, done on a thread, of
             # the state as of this moment, while this server goes on to the next query.
-            task = asyncio.create_task(self._send_digests(request, record.partition, worker.digests_later(request)))
-            self._held.add(task)
-            task.add_done_callback(self._held.discard)
+            self._later(record, self._send_digests(request, record.partition, worker.digests_later(request)))
             return
         reply, due = worker.on_request(request, time.perf_counter)
         self._count(request, reply, covering)

@@ -133,3 +133,35 @@ def test_a_worker_leaving_while_queries_flow_pauses_its_graphs_for_a_bounded_tim
         # SIGTERM leaves the group at once; SIGKILL waits out the session timeout.
         assert pause < (20 if how == signal.SIGTERM else 20 + live.settings.session_timeout_s)
         assert owners(live, ("worker-1",))["worker-1"] == [0, 1, 2]
+
+
+def test_a_worker_taking_over_does_not_answer_again_what_the_stopped_one_answered(tmp_path):
+    """worker-1 answers queries, then stops (SIGTERM; alone, it stops at once)
+    and says up to which query it answered; worker-2, started after it with
+    no state, reads the queries of the last query timeout and answers its
+    own query only."""
+    from emgas.processors.events import ActivationReply
+
+    turns = graphs_turns("again", copies=1)
+    expected = turns_per_graph(turns)
+    graph = sorted(expected)[0]
+    with live_pipeline(tmp_path, partitions=1) as live:
+        run(publish_and_wait(live.settings, turns, len(turns), expected))
+        # Queries of the last minute are read again by the next owner (slow machines included).
+        live.settings = live.settings.model_copy(update={"query_timeout_s": 60})
+
+        async def ask(times: int) -> None:
+            async with MemoryClient(live.settings) as client:
+                for _ in range(times):
+                    assert isinstance(await client.ask(graph, "coffee"), ActivationReply)
+
+        run(ask(3))
+        stopped = live.workers.pop("worker-1")
+        stopped.terminate()
+        stopped.wait(30)
+        assert stopped.returncode == 0
+        live.start("worker-2")
+        run(ask(1))  # held by worker-2 until it has caught up
+        text = live.metrics("worker-2")
+        assert metric(text, "emgas_queries_answered_before_total") >= 3, live.logs()
+        assert metric(text, 'emgas_queries_total{result="ok",type="activation_query"}') == 1

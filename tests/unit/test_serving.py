@@ -98,7 +98,7 @@ def test_who_answers_a_query_and_when(partition, announced, served, now, later):
 
     query_server._answer = answer
     sent_ms = 1000 * time.time()
-    record = SimpleNamespace(partition=partition, timestamp=sent_ms, key=b"r", value=b"{}", headers=())
+    record = SimpleNamespace(partition=partition, offset=0, timestamp=sent_ms, key=b"r", value=b"{}", headers=())
 
     async def scenario() -> tuple[list, list]:
         query_server._since_ms = sent_ms - 1
@@ -136,7 +136,7 @@ def test_a_query_older_than_its_clients_wait_or_the_query_timeout_is_not_answere
 
     query_server._answer = answer  # type: ignore[method-assign]
     headers = () if waits_s is None else timeout_header(waits_s)
-    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}", headers=headers)
+    record = SimpleNamespace(partition=0, offset=0, timestamp=int((time.time() - age_s) * 1000), value=b"{}", headers=headers)
     asyncio.run(query_server._take("emgas.queries", record))
     assert bool(taken) == answered
     assert metrics.expired._value.get() == (0 if answered else 1)
@@ -158,8 +158,8 @@ def test_a_query_held_through_a_catch_up_longer_than_its_timeout_is_not_answered
 
     query_server._answer = answer  # type: ignore[method-assign]
     now_ms = 1000 * time.time()
-    stale = SimpleNamespace(partition=1, timestamp=now_ms - 4000, key=b"stale", value=b"{}", headers=())
-    fresh = SimpleNamespace(partition=1, timestamp=now_ms - 1000, key=b"fresh", value=b"{}", headers=())
+    stale = SimpleNamespace(partition=1, offset=0, timestamp=now_ms - 4000, key=b"stale", value=b"{}", headers=())
+    fresh = SimpleNamespace(partition=1, offset=1, timestamp=now_ms - 1000, key=b"fresh", value=b"{}", headers=())
 
     async def scenario() -> None:
         query_server._since_ms = now_ms - 60_000
@@ -272,7 +272,7 @@ def test_a_partitions_digests_are_kept_as_long_as_their_client_waits(age_s, wait
     query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), Metrics(),  # type: ignore[arg-type]
                                None, None, None)  # type: ignore[arg-type]
     headers = () if waits_s is None else timeout_header(waits_s)
-    record = SimpleNamespace(partition=0, timestamp=int((time.time() - age_s) * 1000),
+    record = SimpleNamespace(partition=0, offset=0, timestamp=int((time.time() - age_s) * 1000),
                              value=encode(DigestQuery(request_id="d")), headers=headers)
     assert query_server._expired(record) is not answered
 
@@ -300,8 +300,8 @@ def test_queries_held_through_a_catch_up_are_answered_before_the_digests_held_wi
 
     async def scenario() -> None:
         query_server._since_ms = now_ms - 60_000
-        for key, request in requests:
-            await query_server._take("q", SimpleNamespace(partition=1, timestamp=now_ms, key=key,
+        for offset, (key, request) in enumerate(requests):
+            await query_server._take("q", SimpleNamespace(partition=1, offset=offset, timestamp=now_ms, key=key,
                                                           value=encode(request), headers=()))
         query_server.recovery.caught_up.set()
         await asyncio.gather(*query_server._held)
