@@ -87,6 +87,7 @@ class Recovery:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._checkpoints: dict[int, int] = {}
         self.assignment_seen = False  # the group has given this worker its partitions once
+        self.first_assignment = asyncio.Event()  # set with `assignment_seen`
         self.rebalancing = False  # from a rebalance's start until the next assignment: no catch-up starts
         self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
         # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from, failed tries
@@ -99,6 +100,7 @@ class Recovery:
 
     async def on_assigned(self, sender: Any, assigned: Iterable[Any], **_: Any) -> None:
         self.assignment_seen = True
+        self.first_assignment.set()
         self.rebalancing = False
         for partition in self._partitions(assigned):
             self.ready(partition)

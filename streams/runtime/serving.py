@@ -157,13 +157,22 @@ class QueryServer:
                 return
 
     async def _serve(self) -> None:
+        # Earliest by default, as `_assign` seeks: aiokafka applies a default reset already
+        # under way when it returns, over a `seek_to_beginning` asked meanwhile (its offset
+        # request does not check the strategy), and with "latest" a worker whose loop was busy
+        # at start (a catch-up) read the owners topic from its end: blind to every announcement
+        # and answered offset before it.
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap_servers(), enable_auto_commit=False,
+            bootstrap_servers=self.settings.bootstrap_servers(), enable_auto_commit=False, auto_offset_reset="earliest",
             fetch_max_wait_ms=self.settings.fetch_wait_ms(), check_crcs=False, **self.settings.kafka_options(),
         )
         await consumer.start()
         try:
             await self._assign(consumer)
+            # Until the group has given this worker its partitions, it would take a query of a
+            # partition about to be its own for another's and answer it never (its client would
+            # wait its whole timeout); before then it serves no partition, so reading can wait.
+            await self.recovery.first_assignment.wait()
             while True:
                 batches = await consumer.getmany(timeout_ms=POLL_MS)
                 for tp, records in batches.items():
