@@ -182,9 +182,12 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         # Beside the runtime's imports and the worker's start, not after them: the
         # encoder was the last thing a takeover with a snapshot waited for.
         preload_encoder()
+    from emgas.streams.kafka.preflight import BrokerReady
+
+    broker = BrokerReady(settings)  # beside the runtime's imports too
     from emgas.streams.runtime.worker import run_worker
 
-    run_worker(settings, loglevel=args.loglevel.upper())
+    run_worker(settings, loglevel=args.loglevel.upper(), broker=broker)
     return 0
 
 

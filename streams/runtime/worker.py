@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import tempfile
@@ -13,8 +12,7 @@ from emgas.streams.errors import StreamsError, WorkerStopped
 from emgas.streams.http_auth import check_exposure
 from emgas.streams.settings import Settings
 from emgas.streams.logs import logging_config, quiet_transient_kafka_errors
-from emgas.streams.kafka.discovery import wait_for_broker
-from emgas.streams.kafka.topics import ensure_topics
+from emgas.streams.kafka.preflight import BrokerReady
 
 
 def where(settings: Settings) -> str:
@@ -47,13 +45,17 @@ def check_can_start(settings: Settings) -> None:
             ) from None
 
 
-def run_worker(settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOOKS) -> None:
+def run_worker(
+    settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOOKS, broker: BrokerReady | None = None
+) -> None:
     """Run until SIGINT/SIGTERM. Blocks; exits the process when done. `hooks`:
-    test-only faults (tests/support/hooked_worker.py); `emgas worker` sets none."""
+    test-only faults (tests/support/hooked_worker.py); `emgas worker` sets none.
+    `broker`: the broker's address and the topics, under way since before the
+    runtime was imported (`streams.kafka.preflight`); started here if None."""
+    broker = broker or BrokerReady(settings)
     check_can_start(settings)
-    settings = wait_for_broker(settings)
     quiet_transient_kafka_errors()
-    on_mock = asyncio.run(ensure_topics(settings))
+    settings, on_mock = broker.result()
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
     worker = build_worker(settings, hooks)
