@@ -45,9 +45,6 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any, Callable, Collection, Mapping, NamedTuple, cast
 
-import jieba
-
-jieba.setLogLevel(logging.WARNING)
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # Where jieba-rs cuts otherwise than jieba: an ASCII letter or digit next to
@@ -110,8 +107,18 @@ def search_cut(text: str) -> list[str]:
     """jieba's `cut_for_search` of `text` (with its HMM for unknown words):
     by jieba-rs, or by jieba where the two differ (`_JIEBA_ONLY`)."""
     if _JIEBA_ONLY.search(text):
-        return list(jieba.cut_for_search(text))
+        return list(_jieba().cut_for_search(text))
     return _rjieba().cut_for_search(text, True)
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    """jieba, imported where a text or the lexicon first needs it (its
+    import is 9 ms of every process's start; an English one never needs it)."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
 
 
 @lru_cache(maxsize=1)
@@ -176,6 +183,7 @@ def jieba_lexicon() -> Lexicon:
     idf table (importing `jieba.analyse`, which also reads a part-of-speech
     table: about 0.4 s). A bigram is a word where the dictionary counts it
     above 0 (it lists every word's prefixes at 0)."""
+    jieba = _jieba()
     jieba.dt.check_initialized()
     from jieba import analyse
 
