@@ -182,9 +182,9 @@ def _worker(settings: Settings, args: argparse.Namespace) -> int:
         # Beside the runtime's imports and the worker's start, not after them: the
         # encoder was the last thing a takeover with a snapshot waited for.
         preload_encoder()
-    from emgas.streams.kafka.preflight import BrokerReady
+    from emgas.streams.runtime.preflight import start_checks
 
-    broker = BrokerReady(settings)  # beside the runtime's imports too
+    broker = start_checks(settings)  # the broker's round trips beside the runtime's imports too
     from emgas.streams.runtime.worker import run_worker
 
     run_worker(settings, loglevel=args.loglevel.upper(), broker=broker)

@@ -1,11 +1,11 @@
-"""A worker's broker and topics, made sure of on a thread beside its imports (streams.kafka.preflight)."""
+"""A worker's broker and topics, made sure of on a thread beside its imports (streams.runtime.preflight)."""
 
 import threading
 
 import pytest
 
 from emgas.streams.errors import BrokerError
-from emgas.streams.kafka import preflight
+from emgas.streams.runtime import preflight
 from emgas.streams.settings import Settings
 
 
@@ -36,3 +36,14 @@ def test_what_the_thread_raised_is_raised_where_the_worker_waits(monkeypatch, tm
     ready = preflight.BrokerReady(Settings(home=tmp_path))
     with pytest.raises(BrokerError, match="no broker answers"):
         ready.result()
+
+
+def test_the_machine_is_checked_before_the_broker_is_looked_for(monkeypatch, tmp_path):
+    # A worker that cannot start says why in one line, not after "waiting for the broker".
+    from emgas.streams.errors import StreamsError
+
+    looked = []
+    monkeypatch.setattr(preflight, "wait_for_broker", lambda settings: looked.append(settings))
+    with pytest.raises(StreamsError, match="would listen on 0.0.0.0 with no authentication"):
+        preflight.start_checks(Settings(home=tmp_path, web_host="0.0.0.0"))
+    assert looked == []
