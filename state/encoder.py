@@ -106,12 +106,18 @@ def available() -> bool:
 def refusal() -> str | None:
     """Why the installed model or tokenizer is refused (its digest is not the
     pinned one), or None when both are the pinned files; hashed once per process."""
+    model, vocabulary = _installed_files()
     try:
-        verified(_package_dir(MODEL_PACKAGE) / "model.onnx", PINNED["model.onnx"])
-        verified(_package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE, PINNED["tokenizer.json"])
+        verified(model, PINNED["model.onnx"])
+        verified(vocabulary, PINNED["tokenizer.json"])
     except UnverifiedWeights as exc:
         return str(exc)
     return None
+
+
+def _installed_files() -> tuple[Path, Path]:
+    """The installed model and tokenizer files (DenseUnavailable if not installed)."""
+    return _package_dir(MODEL_PACKAGE) / "model.onnx", _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE
 
 
 class Encoder:
@@ -119,9 +125,16 @@ class Encoder:
 
     def __init__(self, model: Path | None = None, vocabulary: Path | None = None) -> None:
         """The installed files, or the given ones (tests); either way they must
-        have the pinned digests (`UnverifiedWeights` otherwise)."""
-        model = verified(model or _package_dir(MODEL_PACKAGE) / "model.onnx", PINNED["model.onnx"])
-        vocabulary = verified(vocabulary or _package_dir(TOKENIZER_PACKAGE) / TOKENIZER_FILE, PINNED["tokenizer.json"])
+        have the pinned digests (`UnverifiedWeights` otherwise). The installed
+        ones are hashed once per process (`refusal`: a worker's warm-up asks it
+        first; 15-25 ms for the model)."""
+        if model is None and vocabulary is None:
+            if (why := refusal()) is not None:
+                raise UnverifiedWeights(why)
+            model, vocabulary = _installed_files()
+        else:
+            model = verified(model or _installed_files()[0], PINNED["model.onnx"])
+            vocabulary = verified(vocabulary or _installed_files()[1], PINNED["tokenizer.json"])
         try:
             import onnxruntime
             from tokenizers import Tokenizer

@@ -164,3 +164,22 @@ def test_an_encoder_missing_or_refused_is_left_to_the_warm_up_which_says_so(monk
     monkeypatch.setattr(enc, "refusal", lambda: why)
     enc.preload().join()
     assert loads == []  # its one line is the warm-up's, in the worker's log (not set up yet here)
+
+
+def test_the_installed_files_are_hashed_once_per_process(monkeypatch, fresh_encoder_caches):
+    # The warm-up asks `refusal` before it builds the encoder: a second hash
+    # of the 23 MB model was 15-25 ms of every worker's start.
+    model, tokenizer = installed_files()
+    hashed = []
+    real = enc.sha256_of
+    monkeypatch.setattr(enc, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    assert enc.refusal() is None
+    enc.Encoder()
+    assert sorted(hashed) == sorted([model.name, tokenizer.name])
+
+
+def test_the_installed_files_refused_refuse_the_encoder(monkeypatch, fresh_encoder_caches):
+    installed_files()
+    monkeypatch.setattr(enc, "refusal", lambda: "model.onnx has sha256 0123…, not the pinned 4567…: refused")
+    with pytest.raises(enc.UnverifiedWeights, match="not the pinned"):
+        enc.Encoder()
