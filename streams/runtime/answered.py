@@ -74,6 +74,3 @@ class AnsweredQueries:
             return None
         pending = self._pending.get(partition)
         return int(min(self._next[partition], self._missed.get(partition, math.inf), min(pending or (math.inf,))))
-
-    def partitions(self) -> list[int]:
-        return sorted(self._next)

@@ -86,8 +86,7 @@ class Recovery:
         self._ready: dict[int, asyncio.Future[bool]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._checkpoints: dict[int, int] = {}
-        self.assignment_seen = False  # the group has given this worker its partitions once
-        self.first_assignment = asyncio.Event()  # set with `assignment_seen`
+        self.first_assignment = asyncio.Event()  # set once the group has given this worker its partitions
         self.rebalancing = False  # from a rebalance's start until the next assignment: no catch-up starts
         self.problems: dict[int, str] = {}  # partition -> the last mismatch found, and what was done
         # partition -> how its last catch-up went: seconds, records read, the checkpoint it started from, failed tries
@@ -95,11 +94,15 @@ class Recovery:
         self._failed_tries: dict[int, int] = {}
         self._queued: dict[int, int] = {}  # partition -> concept vectors prefetched before its fold
 
+    @property
+    def assignment_seen(self) -> bool:
+        """Whether the group has given this worker its partitions once."""
+        return self.first_assignment.is_set()
+
     def _partitions(self, tps: Iterable[Any]) -> list[int]:
         return sorted(tp.partition for tp in tps if tp.topic == self.settings.graph_events_topic)
 
     async def on_assigned(self, sender: Any, assigned: Iterable[Any], **_: Any) -> None:
-        self.assignment_seen = True
         self.first_assignment.set()
         self.rebalancing = False
         for partition in self._partitions(assigned):
