@@ -26,7 +26,7 @@ import logging
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Protocol
 
 import numpy as np
 
@@ -186,21 +186,57 @@ def optional_encoder() -> Encoder | None:
         return _optional_encoder()
 
 
+class Encodes(Protocol):
+    """What semantic seeds need of an encoder."""
+
+    def encode(self, texts: Iterable[str]) -> np.ndarray: ...
+
+
+class OnDemand:
+    """The installed encoder, its session built by the first `encode` (or
+    ahead of it by `preload`): a worker whose query words and concepts all
+    have vectors on disk answers without it, and a takeover's start does
+    not build it (0.2-0.25 s of a session and the imports of onnxruntime
+    and tokenizers, beside the rest of the start, slowed the start by
+    about 0.1 s on 2 cores: `docs/performance.md`)."""
+
+    def encode(self, texts: Iterable[str]) -> np.ndarray:
+        loaded = optional_encoder()
+        if loaded is None:  # `on_demand` said it was usable: its files changed since
+            raise DenseUnavailable("the encoder could not be loaded (the log says why)")
+        return loaded.encode(texts)
+
+
+_ON_DEMAND = OnDemand()
+
+
+def on_demand() -> OnDemand | None:
+    """The installed encoder when it is usable (the extra installed, its
+    files the pinned ones: hashed once per process), without building its
+    session; None otherwise (said once in the log)."""
+    return _ON_DEMAND if _usable() else None
+
+
 def preload() -> threading.Thread:
     """Start `optional_encoder()` on a thread of its own, run it once, and
-    return the thread: its ONNX session (about 0.15 s, mostly outside the
-    interpreter's lock) builds while the caller goes on importing and
-    starting, and whoever asks for the encoder next waits for it under
-    `_LOADING`. Call it once numpy is imported (importing numpy from two
-    threads at once is not safe); the thread imports only onnxruntime and
-    tokenizers. It is not a daemon: a process that exits while onnxruntime
-    builds a session is aborted by the C++ runtime, so an early exit waits
-    for the load to end. An encoder that is not installed or not the
-    pinned one is left to the next caller, which says so (the caller's
-    logging may not be set up yet)."""
+    return the thread: its ONNX session (about 0.2 s, mostly outside the
+    interpreter's lock) builds while the caller goes on, and whoever asks
+    for the encoder next waits for it under `_LOADING`. Call it once numpy
+    is imported (importing numpy from two threads at once is not safe); the
+    thread imports only onnxruntime and tokenizers. It is not a daemon: a
+    process that exits while onnxruntime builds a session is aborted by the
+    C++ runtime, so an early exit waits for the load to end. An encoder that
+    is not installed or not the pinned one is left to the next caller,
+    which says so (the caller's logging may not be set up yet)."""
     thread = threading.Thread(target=_preloaded, name="emgas-encoder", daemon=False)
     thread.start()
     return thread
+
+
+@lru_cache(maxsize=1)
+def preload_once() -> threading.Thread:
+    """`preload`, once per process (every catch-up of a worker asks for it)."""
+    return preload()
 
 
 def _preloaded() -> None:
@@ -216,12 +252,18 @@ def _preloaded() -> None:
 
 
 @lru_cache(maxsize=1)
-def _optional_encoder() -> Encoder | None:
-    """The encoder when the extra is installed, else None (said once in the log)."""
+def _usable() -> bool:
+    """Whether the extra is installed and its files are the pinned ones (said once in the log if not)."""
     if not available():
         log.info("emgas[dense] not installed: queries get no semantic seeds")
-        return None
+        return False
     if (why := refusal()) is not None:
         log.warning("semantic seeds off, the encoder's files are not the pinned ones: %s", why)
-        return None
-    return encoder()
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _optional_encoder() -> Encoder | None:
+    """The encoder when it is usable (`_usable`), else None."""
+    return encoder() if _usable() else None

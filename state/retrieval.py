@@ -51,7 +51,7 @@ from emgas.processors.graph import GraphParams, on_grid
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
 from emgas.state.characters import CharacterIndex
-from emgas.state.encoder import Encoder, model_tag, optional_encoder
+from emgas.state.encoder import Encodes, model_tag, on_demand, preload_once
 from emgas.state.semantic import VectorCache
 from emgas.state.word_store import WordStore
 from emgas.state.cedict import default_cedict
@@ -80,7 +80,7 @@ Texts = Callable[[list[str]], list[str]]  # turn ids -> the texts of those the g
 
 def find_seeds(
     view: GraphView, query: ActivationQuery, extraction: ExtractionParams, lexicon: Lexicon | None = None,
-    encoder: Encoder | None = None, passage_texts: Texts | None = None,
+    encoder: Encodes | None = None, passage_texts: Texts | None = None,
 ) -> Seeds:
     """One group per question of the query's text (`query_parts`), or one
     for a dialogue window (`processors.dialogue.weighted_parts`: each
@@ -184,7 +184,7 @@ def _character_seeds(view: GraphView, text: str, group: dict[str, float], speake
 
 
 def _similar(
-    view: GraphView, words: list[str], encoder: Encoder, group: dict[str, float], speakers: set[str]
+    view: GraphView, words: list[str], encoder: Encodes, group: dict[str, float], speakers: set[str]
 ) -> dict[str, float]:
     graph = _VECTORS.of(view.ref)
     ids, vectors = _VECTORS.current(view, encoder.encode)
@@ -196,20 +196,30 @@ def _similar(
 
 def warm_up(params: ActivationParams, word_vectors: Path | None = None) -> None:
     """Load what query expansion needs (WordNet's file opened, parsed once
-    per machine; CC-CEDICT; the encoder: about 0.35 s) now, so the first
-    query a worker answers does not wait for them. The encoder's session
-    (157 MiB) is built here, not on a first word to encode: then a worker's
-    memory jumped mid-service, when it met one.
+    per machine; CC-CEDICT) now, so the first query a worker answers does
+    not wait for them, and check the encoder's files (hashed once).
     `word_vectors`: a worker's folder for word vectors kept across processes;
     given, new concepts are encoded in the background, never on a query
-    (`state.semantic`)."""
+    (`state.semantic`). The encoder's session is not built here: see
+    `build_encoder_ahead`."""
     if params.expansion:
         default_lexicon()
         default_cedict()
     if params.semantic:
-        encoder = optional_encoder()
+        encoder = on_demand()
         if encoder is not None and word_vectors is not None:
             _VECTORS.serve_from(WordStore(word_vectors / f"word-vectors-{model_tag()}.sqlite3"), encoder.encode)
+
+
+def build_encoder_ahead(params: ActivationParams) -> None:
+    """Start building the encoder's session on a thread, once per process
+    (`encoder.preload`). A worker does it once its first partition has
+    caught up: a takeover's first answers need only the vectors on disk,
+    and a query that meets a word without one waits for the session (as
+    every query did before it was built), while the session's memory
+    (157 MiB) is taken at start, not when a first new word comes mid-service."""
+    if params.semantic:
+        preload_once()
 
 
 def prefetch_graphs(state: PartitionState, params: ActivationParams) -> int:
@@ -217,7 +227,7 @@ def prefetch_graphs(state: PartitionState, params: ActivationParams) -> int:
     loaded (at most as many as the cache keeps) to the background encoder
     (`VectorCache.prefetch`), so that a partition just taken over serves at
     once and its queries soon find every vector; the concepts handed over."""
-    if not params.semantic or optional_encoder() is None:
+    if not params.semantic or on_demand() is None:
         return 0
     loaded = state.views.loaded()  # the graphs its catch-up touched; others load (and look up) on use
     return sum(
@@ -247,7 +257,7 @@ def answer(
     clock: Clock,
     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
     lexicon: Lexicon | None | Literal["default"] = "default",
-    encoder: Encoder | None | Literal["default"] = "default",
+    encoder: Encodes | None | Literal["default"] = "default",
 ) -> ActivationReply:
     """Spread activation from the query's seeds; return ranked concepts and passages
     (`trace`: see `processors.activation.spread`; `lexicon`: what expands query
@@ -261,7 +271,7 @@ def answer(
         raise QueryError("graph_not_found", f"{which} has no turns on this worker")
     params = defaults.overridden_by(query.params)
     lexicon = (default_lexicon() if lexicon == "default" else lexicon) if params.expansion else None
-    encoder = (optional_encoder() if encoder == "default" else encoder) if params.semantic else None
+    encoder = (on_demand() if encoder == "default" else encoder) if params.semantic else None
     seeds = find_seeds(view, query, extraction, lexicon, encoder, _texts(state, view))
     extracted = clock()
     spreading = view.neighbours(params.weight, params.fan, params.topic_weight)

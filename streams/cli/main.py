@@ -29,7 +29,6 @@ from emgas.processors.events import (
 )
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
-from emgas.state.encoder import preload as preload_encoder
 from emgas.state.wordnet import use_directory
 from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
@@ -178,10 +177,6 @@ def _broker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _worker(settings: Settings, args: argparse.Namespace) -> int:
-    if settings.activation.semantic:
-        # Beside the runtime's imports and the worker's start, not after them: the
-        # encoder was the last thing a takeover with a snapshot waited for.
-        preload_encoder()
     from emgas.streams.runtime.preflight import start_checks
 
     broker = start_checks(settings)  # the broker's round trips beside the runtime's imports too

@@ -53,8 +53,9 @@ def test_unreachable_broker_is_a_clear_error(tmp_path):
 
 
 def test_a_worker_that_exits_while_its_encoder_loads_says_why(tmp_path):
-    # The encoder loads on a thread from the start (`encoder.preload`): an exit
-    # at once must wait for it, not be aborted by onnxruntime's C++ runtime.
+    # An exit must never be aborted by onnxruntime's C++ runtime: the encoder's
+    # thread (`encoder.preload`, a while after a first partition serves) is not
+    # a daemon, and an exit before it starts has nothing of it to wait for.
     for _ in range(3):
         run = emgas("worker", home=tmp_path, env={"EMGAS_BROKER": "127.0.0.1:9", "EMGAS_BROKER_WAIT_S": "0"})
         assert run.returncode == 2, run.stderr[-2000:]

@@ -15,7 +15,7 @@ from emgas.state import encoder as enc
 
 @pytest.fixture
 def fresh_encoder_caches():
-    caches = (enc.encoder, enc._optional_encoder, enc.refusal)
+    caches = (enc.encoder, enc._optional_encoder, enc._usable, enc.refusal)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -183,3 +183,56 @@ def test_the_installed_files_refused_refuse_the_encoder(monkeypatch, fresh_encod
     monkeypatch.setattr(enc, "refusal", lambda: "model.onnx has sha256 0123…, not the pinned 4567…: refused")
     with pytest.raises(enc.UnverifiedWeights, match="not the pinned"):
         enc.Encoder()
+
+
+def test_the_encoder_on_demand_is_built_by_its_first_encode_only(monkeypatch, fresh_encoder_caches):
+    # A worker's warm-up and its queries hold it without building it: a takeover
+    # whose words all have vectors on disk answers before any session is built.
+    loads = []
+
+    class Loaded:
+        def encode(self, texts):
+            return list(texts)
+
+    monkeypatch.setattr(enc, "available", lambda: True)
+    monkeypatch.setattr(enc, "refusal", lambda: None)
+    monkeypatch.setattr(enc, "encoder", lambda: loads.append(1) or Loaded())
+    held = enc.on_demand()
+    assert held is not None and held is enc.on_demand() and loads == []
+    assert held.encode(["a", "b"]) == ["a", "b"] and held.encode(["c"]) == ["c"]
+    assert loads == [1]
+
+
+@pytest.mark.parametrize("installed, why, said", [
+    (False, None, "not installed"),
+    (True, "model.onnx has sha256 0123…, not the pinned …", "semantic seeds off"),
+])
+def test_no_encoder_on_demand_when_missing_or_refused_said_once(monkeypatch, caplog, fresh_encoder_caches, installed, why, said):
+    monkeypatch.setattr(enc, "available", lambda: installed)
+    monkeypatch.setattr(enc, "refusal", lambda: why)
+    monkeypatch.setattr(enc, "encoder", lambda: pytest.fail("built"))
+    with caplog.at_level(logging.INFO, logger=enc.__name__):
+        assert enc.on_demand() is None and enc.on_demand() is None and enc.optional_encoder() is None
+    lines = [r.getMessage() for r in caplog.records if r.name == enc.__name__]
+    assert len(lines) == 1 and said in lines[0]
+
+
+def test_the_encoder_is_preloaded_once_per_process(monkeypatch):
+    started = []
+    monkeypatch.setattr(enc, "preload", lambda: started.append(1) or "thread")
+    enc.preload_once.cache_clear()
+    try:
+        assert enc.preload_once() == enc.preload_once() == "thread" and started == [1]
+    finally:
+        enc.preload_once.cache_clear()
+
+
+@pytest.mark.parametrize("semantic, started", [(True, 1), (False, 0)])
+def test_a_worker_builds_the_encoder_ahead_only_for_semantic_seeds(monkeypatch, semantic, started):
+    from emgas.processors.activation import ActivationParams
+    from emgas.state import retrieval
+
+    calls = []
+    monkeypatch.setattr(retrieval, "preload_once", lambda: calls.append(1))
+    retrieval.build_encoder_ahead(ActivationParams(semantic=semantic))
+    assert len(calls) == started

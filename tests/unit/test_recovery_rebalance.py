@@ -50,6 +50,7 @@ def tps(*partitions: int) -> list[SimpleNamespace]:
 @pytest.fixture(autouse=True)
 def no_vectors(monkeypatch):
     monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: 0)
+    monkeypatch.setattr(recovery_module, "build_encoder_ahead", lambda params: None)
 
 
 async def test_a_rebalance_start_releases_agents_waiting_on_catch_ups_and_starts_none():
@@ -166,6 +167,25 @@ async def test_a_restored_graphs_vectors_are_prefetched_before_the_log_after_it_
     await recovery.on_assigned(None, tps(3))
     assert await asyncio.wait_for(recovery.wait(3), 5) is True
     assert steps == expected and recovery.recoveries[3]["vectors_queued"] == 2 * expected.count("prefetched")
+
+
+async def test_the_encoder_is_built_once_a_while_after_the_first_partition_serves(monkeypatch):
+    # Not at start (a takeover's first answers need only the vectors on disk)
+    # and not at once (its build would slow the queries waiting for the partition).
+    steps: list[str] = []
+    built = asyncio.Event()
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "ENCODER_AFTER_S", 0.05)
+    monkeypatch.setattr(recovery_module, "build_encoder_ahead", lambda params: steps.append("encoder") or built.set())
+    recovery = OrderedRecovery(Warmed(True), steps)
+    await recovery.on_assigned(None, tps(3))
+    assert await asyncio.wait_for(recovery.wait(3), 5) is True
+    assert "encoder" not in steps  # the partition serves first
+    await asyncio.wait_for(built.wait(), 5)
+    await recovery.on_assigned(None, tps(4))
+    assert await asyncio.wait_for(recovery.wait(4), 5) is True
+    await asyncio.sleep(0.1)
+    assert steps.count("encoder") == 1  # once per process, whatever the catch-ups after
 
 
 def test_a_workers_warm_up_loads_what_queries_need_not_the_folds_compiled_loops(monkeypatch):
