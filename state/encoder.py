@@ -251,6 +251,17 @@ def _preloaded() -> None:
         log.debug("loading the encoder ahead failed", exc_info=True)
 
 
+def status() -> str:
+    """What this process holds of the encoder, asking nothing that takes
+    time (a worker's `/health`): "built" (its session loaded), "refused"
+    (not installed, or not the pinned files), or "not built" (yet)."""
+    if _optional_encoder.cache_info().currsize:
+        return "built" if _optional_encoder() is not None else "refused"
+    if _usable.cache_info().currsize and not _usable():
+        return "refused"
+    return "not built"
+
+
 @lru_cache(maxsize=1)
 def _usable() -> bool:
     """Whether the extra is installed and its files are the pinned ones (said once in the log if not)."""

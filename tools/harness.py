@@ -147,6 +147,24 @@ def health(port: int) -> dict:
         return json.loads(err.read())
 
 
+def wait_until_warm(port: int, deadline_s: float = 60.0, poll_s: float = 0.1) -> None:
+    """Until the worker serving `/health` on `port` says it is warm (its
+    one-time loads done: the warm-up, the encoder's session), so that what
+    is measured next is its steady state."""
+    deadline = time.monotonic() + deadline_s
+    while not _warm(port):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the worker on port {port} not warm in {deadline_s:g} s: {health(port)}")
+        time.sleep(poll_s)
+
+
+def _warm(port: int) -> bool:
+    try:
+        return bool(health(port).get("warm"))
+    except urllib.error.URLError:  # its web server not up yet
+        return False
+
+
 async def wait_for_workers(settings: Settings, names: set[str], deadline_s: float = 120) -> None:
     """Until the partitions are spread over exactly the workers `names` (each answers for one)."""
     deadline = time.monotonic() + deadline_s

@@ -22,7 +22,9 @@ from emgas.processors.events import ErrorReply, StatsReply
 from emgas.tools.harness import synthetic_turns
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
-from emgas.tools.harness import percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import (
+    free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_until_warm,
+)
 from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 
@@ -58,11 +60,14 @@ async def _query(client: MemoryClient, graphs: list[str], rate: float, until: fl
     return latencies, errors
 
 
-async def _session(settings: Settings, turns: list[Any], rate: float, duration_s: float, pid: int) -> dict[str, Any]:
+async def _session(
+    settings: Settings, turns: list[Any], rate: float, duration_s: float, pid: int, port: int
+) -> dict[str, Any]:
     graphs = sorted(turns_per_graph(turns))
     async with MemoryClient(settings) as client:
         await wait_for_turns(client, {g: 0 for g in graphs}, deadline_s=120)
-        rss_start = _rss_mib(pid)  # the worker is up and owns its partitions
+        await asyncio.to_thread(wait_until_warm, port)
+        rss_start = _rss_mib(pid)  # the worker is up, owns its partitions and has loaded what it loads once
         started = time.monotonic()
         publishing = asyncio.create_task(_publish(client, turns, duration_s))
         latencies, errors = await _query(client, graphs, rate, started + duration_s)
@@ -83,9 +88,11 @@ def run_loadtest(settings: Settings, turns: int, queries_per_s: float, duration_
     load = settings.model_copy(update={"home": home})
     cluster = start_scratch_broker(load, load.home / "kafka")
     live = load.model_copy(update={"broker": cluster.bootstrap_servers})
-    worker = start_worker(live, home / "worker.log")
+    port = free_port()
+    worker = start_worker(live, home / "worker.log", web_port=port)
     try:
-        outcome = asyncio.run(_session(live, synthetic_turns(turns, graphs=graphs), queries_per_s, duration_s, worker.pid))
+        outcome = asyncio.run(
+            _session(live, synthetic_turns(turns, graphs=graphs), queries_per_s, duration_s, worker.pid, port))
         rss_end = _rss_mib(worker.pid)
     finally:
         stop_worker(worker)

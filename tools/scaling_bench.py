@@ -36,7 +36,7 @@ from emgas.streams.settings import Settings
 from emgas.streams.interfaces.snapshots import request_snapshots
 from emgas.tools.availability import Availability
 from emgas.tools.harness import (
-    cpu_seconds, free_port, health, ingest_s, start_worker, stop_worker, wait_for_workers,
+    cpu_seconds, free_port, health, ingest_s, start_worker, stop_worker, wait_for_workers, wait_until_warm,
 )
 
 Progress = Callable[[str], None]
@@ -90,6 +90,8 @@ def cpu_figures(settings: Settings, turns: int, repeats: int, progress: Progress
     for n in (1, 2, 3):
         progress(f"{n} worker(s): CPU per turn")
         with group(settings, [f"worker-{i + 1}" for i in range(n)], f"cpu{n}") as (live, workers):
+            for _, port in workers.values():
+                wait_until_warm(port)  # the encoder's session is built after a worker serves: not measured
             totals: dict[str, int] = {}
             asyncio.run(ingest_s(live, scale_turns(SCALE_GRAPHS * 4, "warm-up"), totals, INGEST_POLL_S))  # first extraction, first writes
             per_turn = []

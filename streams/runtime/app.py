@@ -44,7 +44,7 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
 from emgas.processors.extract import encode_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
-from emgas.state import kernels
+from emgas.state import encoder, kernels
 from emgas.streams.errors import ServingStopped
 from emgas.streams.kafka.partitioner import KeyPartitioner
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
@@ -360,11 +360,18 @@ def refresh_gauges(metrics: Metrics, app: faust.App, settings: Settings, states:
 
 
 def health(settings: Settings, recovery: Recovery) -> dict[str, Any]:
-    """The worker's `/health`: ready when every assigned partition has caught up."""
+    """The worker's `/health`: ready when every assigned partition has caught
+    up; warm when what it loads once has loaded too (its warm-up, and the
+    encoder's session when semantic seeds are on: built a second after a
+    first partition serves, `Recovery`), so that a benchmark measures its
+    steady state, not its loads."""
     assigned, ready = recovery.assigned_partitions(), recovery.ready_partitions()
+    semantic = encoder.status() if settings.activation.semantic else "off"
     return {
         "worker": settings.worker_name,
         "ready": recovery.assignment_seen and assigned == ready,
+        "warm": (recovery.warming is None or recovery.warming.done) and semantic != "not built",
+        "encoder": semantic,
         "partitions": {"assigned": assigned, "ready": ready},
         "log_mismatches": {str(p): problem for p, problem in sorted(recovery.problems.items())},
         "recoveries": {str(p): done for p, done in sorted(recovery.recoveries.items())},

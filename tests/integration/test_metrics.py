@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaProducer
 
 from emgas.processors.events import ActivationReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns
+from emgas.tools.harness import demo_turns, wait_until_warm
 from tests.support.live import run, serving
 from tests.support.metrics import scrape, value
 
@@ -58,6 +58,8 @@ def test_metrics_reflect_turns_queries_and_dead_letters(tmp_path):
         assert value(text, "emgas_consumer_lag") == 0
         status, body = scrape(port, "/health")
         assert status == 200 and json.loads(body)["ready"] is True
+        wait_until_warm(port)  # its one-time loads: the encoder's session is built after it serves
+        assert json.loads(scrape(port, "/health")[1])["encoder"] in ("built", "refused")
 
         # `emgas stats` through the CLI: the same graph's size and top concepts
         env = {**os.environ, "EMGAS_BROKER": live.settings.bootstrap_servers(), "EMGAS_HOME": str(live.home),

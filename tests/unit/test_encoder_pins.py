@@ -236,3 +236,21 @@ def test_a_worker_builds_the_encoder_ahead_only_for_semantic_seeds(monkeypatch, 
     monkeypatch.setattr(retrieval, "preload_once", lambda: calls.append(1))
     retrieval.build_encoder_ahead(ActivationParams(semantic=semantic))
     assert len(calls) == started
+
+
+def test_the_encoders_status_asks_nothing_that_takes_time(monkeypatch, fresh_encoder_caches):
+    # A worker's /health reads it on its event loop: no hash, no session built by asking.
+    monkeypatch.setattr(enc, "refusal", lambda: pytest.fail("hashed"))
+    monkeypatch.setattr(enc, "encoder", lambda: pytest.fail("built"))
+    assert enc.status() == "not built"
+    monkeypatch.setattr(enc, "available", lambda: False)
+    assert enc.on_demand() is None and enc.status() == "refused"
+
+
+def test_the_encoders_status_is_built_once_its_session_is(monkeypatch, fresh_encoder_caches):
+    monkeypatch.setattr(enc, "available", lambda: True)
+    monkeypatch.setattr(enc, "refusal", lambda: None)
+    monkeypatch.setattr(enc, "encoder", lambda: object())
+    assert enc.on_demand() is not None and enc.status() == "not built"  # usable, not built by being held
+    enc.optional_encoder()
+    assert enc.status() == "built"

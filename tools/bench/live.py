@@ -18,7 +18,9 @@ from emgas.tools.bench.kafka_alone import bench_topics, hop_figures, passthrough
 from emgas.tools.bench.replay import replay_figures
 from emgas.tools.bench.round_trips import round_trip_figures
 from emgas.tools.figures import Progress, figure
-from emgas.tools.harness import cpu_seconds, ingest_s, start_worker, stop_worker, synthetic_turns, wait_for_workers
+from emgas.tools.harness import (
+    cpu_seconds, free_port, ingest_s, start_worker, stop_worker, synthetic_turns, wait_for_workers, wait_until_warm,
+)
 
 
 def broker_in_use(settings: Settings) -> str:
@@ -50,11 +52,13 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
     bench = settings.model_copy(update={"home": home, "partitions": 4, "turn_partitions": 4})
     cluster = start_scratch_broker(bench, home / "kafka", extra_topics=bench_topics(bench))
     live = bench.model_copy(update={"broker": cluster.bootstrap_servers})
-    procs = [start_worker(live, home / "worker-1.log", name="worker-1")]
+    ports = [free_port(), free_port()]
+    procs = [start_worker(live, home / "worker-1.log", name="worker-1", web_port=ports[0])]
     repeats = size["repeats"]
     out: dict[str, Any] = {}
     try:
         asyncio.run(ready(live, [f"bench-{i}" for i in range(8)] + ["rr"]))
+        wait_until_warm(ports[0])  # its steady state: the encoder's session is built after it serves
         totals: dict[str, int] = {}
         ingest_rates(live, 50, 1, "warm-up", totals, progress)  # first extraction, first writes
         out["ingest_turns_per_s"] = figure(ingest_rates(live, size["ingest"], repeats, "one", totals, progress), 1)
@@ -71,9 +75,10 @@ def pipeline_figures(settings: Settings, size: dict[str, Any], progress: Progres
         time.sleep(1.0)
         broker_pid = cluster.details.get("jvm_pid")  # the mock runs inside this process: not measured
         out.update(idle_cpu_figures(procs[0].pid, broker_pid, size["idle_s"]))
-        procs.append(start_worker(live, home / "worker-2.log", name="worker-2"))
+        procs.append(start_worker(live, home / "worker-2.log", name="worker-2", web_port=ports[1]))
         progress("a second worker joins")
         asyncio.run(wait_for_workers(live, {"worker-1", "worker-2"}, 90))
+        wait_until_warm(ports[1])
         out["ingest_turns_per_s_2_workers"] = figure(ingest_rates(live, size["ingest"], repeats, "two", totals, progress), 1)
         return out
     finally:
