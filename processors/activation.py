@@ -43,7 +43,7 @@ Neighbours = Callable[[int], tuple[np.ndarray, np.ndarray]]
 class ActivationParams(BaseModel):
     """Defaults of spreading activation; a query may override those in `QueryParams`."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True)  # field docstrings: the settings reference (tools.reference reads them)
 
     firing_threshold: float = Field(default=0.01, ge=0.0, le=1.0)
     """F: a node fires when its activation exceeds this."""

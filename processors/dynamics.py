@@ -34,7 +34,7 @@ DAY_S = 86_400.0
 class DecayParams(BaseModel):
     """Parameters of forgetting. Decay events carry the ones they were decided with."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # field docstrings: the settings reference (tools.reference reads them)
 
     model: DecayModel = "hybrid"
     """exponential, power (law) or hybrid: exponential until a concept has been reinforced hybrid_after times, then

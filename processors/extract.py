@@ -46,7 +46,7 @@ REVISION = 4
 class ExtractionParams(BaseModel):
     """Knobs of extraction; part of the extractor's identity (see `extractor_id`)."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True)  # field docstrings: the settings reference (tools.reference reads them)
 
     method: Literal["words", "yake"] = "words"
     """"words": every content word (lemma, not a stopword), proper-noun-like ones first: as good as YAKE for

@@ -41,7 +41,7 @@ class GraphRef(NamedTuple):
 class GraphParams(BaseModel):
     """Parameters of applying graph events."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True)  # field docstrings: the settings reference (tools.reference reads them)
 
     mention_boost: float = Field(default=1.0, ge=0.0)
     """A repeated mention adds mention_boost · importance to base activation."""

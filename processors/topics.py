@@ -28,7 +28,7 @@ Edge = tuple[str, str]
 
 
 class TopicParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True, extra="forbid")  # field docstrings: the settings reference (tools.reference reads them)
 
     min_pair_count: int = Field(default=3, ge=1)
     """A strong edge: seen in at least this many turns."""

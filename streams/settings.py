@@ -45,7 +45,7 @@ Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 class KafkaSecurity(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = ConfigDict(frozen=True, extra="forbid")  # field docstrings: the settings reference (tools.reference reads them)
 
     security_protocol: Protocol = "PLAINTEXT"
     """How clients reach Kafka: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
@@ -112,7 +112,7 @@ KAFKA_FETCH_WAIT_MS = 100
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True, use_attribute_docstrings=True)  # field docstrings: the settings reference
+    model_config = SettingsConfigDict(env_prefix="EMGAS_", env_nested_delimiter="__", frozen=True)  # field docstrings: the settings reference (tools.reference reads them)
 
     broker: str | None = None
     """Comma-separated host:port list, `kafka://` prefix optional. Unset: the broker file `emgas broker` writes

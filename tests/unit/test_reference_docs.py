@@ -3,7 +3,8 @@
 from typing import get_args
 
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+from pydantic._internal._docs_extraction import extract_docstrings_from_cls
 
 from emgas.processors.events import GraphEvent, Reply
 from emgas.streams.settings import Settings
@@ -42,7 +43,6 @@ def test_every_graph_event_and_reply_type_is_in_the_wire_format_page():
 
 def test_a_setting_without_a_docstring_fails_the_generator():
     class Knobs(BaseModel):
-        model_config = ConfigDict(use_attribute_docstrings=True)
         documented: int = 1
         """A knob."""
         undocumented: int = 2
@@ -56,3 +56,18 @@ def test_the_check_mode_names_a_stale_page(tmp_path, capsys, monkeypatch):
     assert reference.main([]) == 0
     (tmp_path / "metrics.md").write_text("old\n")
     assert reference.stale_pages(tmp_path) == ["metrics.md"]
+
+
+def test_the_settings_docstrings_are_read_as_pydantic_reads_them():
+    # The generator reads them itself: the models do not ask pydantic to
+    # (`use_attribute_docstrings` parses each model's module at every import).
+    models = reference._settings_models()
+    assert Settings in models and len(models) >= 6
+    for model in models:
+        assert not model.model_config.get("use_attribute_docstrings"), model.__name__
+        expected: dict[str, str] = {}
+        for cls in reversed(model.__mro__):
+            if isinstance(cls, type) and issubclass(cls, BaseModel) and not cls.__module__.startswith("pydantic"):
+                expected.update(extract_docstrings_from_cls(cls, use_inspect=True))
+        assert reference.attribute_docstrings(model) == expected, model.__name__
+        assert set(expected) >= set(model.model_fields), model.__name__
