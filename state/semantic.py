@@ -20,6 +20,8 @@ When a graph's concepts are encoded:
   made since when a query first finds it without a vector (that query goes
   on without it). So no query and no takeover waits for the encoder; a
   query right after a takeover may have fewer semantic seeds for a moment.
+  A query's own words not known on disk are encoded as it asks (the
+  encoder's session built then if it is not yet: `encoder.on_demand`).
 """
 
 from __future__ import annotations

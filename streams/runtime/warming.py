@@ -1,11 +1,12 @@
 """What a worker's queries need, loaded on a thread while the worker starts.
 
-The lemmatiser's dictionary, YAKE's stopwords, WordNet's file, CC-CEDICT
-and the encoder's session take about 0.7 s of a start on a slow machine
-(the encoder's session, 0.35-0.5 s, mostly outside the interpreter's
-lock). A partition taken over is ready when they are (`Recovery`), so they
-load beside the rest of the start (`build_worker` starts them): the
-group's join, the checkpoints' reads. Started before the runtime's
+The lemmatiser's dictionary, YAKE's stopwords, WordNet's file and
+CC-CEDICT take about 0.2 s of a start. A partition taken over is ready
+when they are (`Recovery`), so they load beside the rest of the start
+(`build_worker` starts them): the group's join, the checkpoints' reads.
+The encoder's files are checked here, but its session is built after a
+first partition serves (`Recovery`, `retrieval.build_encoder_ahead`):
+its answers need only the word vectors on disk. Started before the runtime's
 imports instead, they made those slower by about as much as they gained
 (takeovers of the bench's history: no difference beyond the noise, 27 Nov).
 Not the fold's compiled loops: loading them (numba, 0.4 s)
@@ -42,7 +43,7 @@ class Warming:
         try:
             load()
         except Exception:  # noqa: BLE001 - queries load what they need themselves then
-            log.exception("warming up at start (the lemmatiser, WordNet, CC-CEDICT, the encoder) failed")
+            log.exception("warming up at start (the lemmatiser, WordNet, CC-CEDICT, the encoder's files) failed")
         finally:
             self._done.set()
 
