@@ -182,7 +182,7 @@ class Recovery:
         self._tasks.pop(partition, None)
         if not future.done():
             future.set_result(True)
-        if not self._encoder_ahead:
+        if self._encoder_ahead is None:
             # Once per process, a while after a first partition serves: its waiting queries are
             # answered first (the session's build holds the interpreter's lock for about 0.05 s
             # of its 0.2, which doubled a takeover's first answer when it started here at once).
@@ -210,7 +210,7 @@ class Recovery:
                     # The graphs a checkpoint restored: their concept vectors read from
                     # disk on the background encoder's thread while the log after it is
                     # folded, not by the first query (the rest once it is caught up).
-                    if self.warming is None or self.warming.done:  # else asking for the encoder would block the loop
+                    if self.warming is None or self.warming.done:  # else no background encoder yet (`warm_up` starts it)
                         self._queued[partition] = self._queued.get(partition, 0) + prefetch_graphs(
                             self.states.get(partition), self.settings.activation)  # a try before this one's count too
                     return await self._fold_to_end(reader, partition, worker)

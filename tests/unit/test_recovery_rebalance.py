@@ -157,7 +157,7 @@ class OrderedRecovery(Recovery):
 
 @pytest.mark.parametrize("warmed, expected", [
     (True, ["restored", "prefetched", "folded", "prefetched"]),  # read from disk while the rest is folded
-    (False, ["restored", "folded", "prefetched"]),  # the encoder may still load: never awaited on the loop
+    (False, ["restored", "folded", "prefetched"]),  # the warm-up, which starts the background encoder, not done yet
 ])
 async def test_a_restored_graphs_vectors_are_prefetched_before_the_log_after_it_is_folded(monkeypatch, warmed, expected):
     steps: list[str] = []
