@@ -31,7 +31,7 @@ from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import Settings
-from emgas.tools.harness import percentile, wait_for_turns, wait_for_workers
+from emgas.tools.harness import percentile, wait_for_turns, wait_for_workers, wait_until_warm
 from emgas.tools.soak.faults import KINDS, FaultRecord, Planned, act, plan, target
 from emgas.tools.soak.fleet import Fleet
 from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, SoakRecords, reconcile
@@ -141,6 +141,8 @@ class Soak:
         await publisher.run(asyncio.Event(), count=self.options.graphs)
         await publisher.settle(60)
         await wait_for_turns(client, {g: 1 for g in publisher.status}, deadline_s=180)
+        for name in self.names:  # the RSS is compared from the load's start: what loads once has loaded
+            await asyncio.to_thread(wait_until_warm, self.fleet.web_ports[name])
         self.graphs = set(publisher.status)
 
     async def _load(self, client: MemoryClient, kafka: Any, publisher: Publisher, asker: Asker,
