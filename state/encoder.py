@@ -226,8 +226,8 @@ def preload() -> threading.Thread:
     thread imports only onnxruntime and tokenizers. It is not a daemon: a
     process that exits while onnxruntime builds a session is aborted by the
     C++ runtime, so an early exit waits for the load to end. An encoder that
-    is not installed or not the pinned one is left to the next caller,
-    which says so (the caller's logging may not be set up yet)."""
+    is not installed or not the pinned one is not loaded (`_usable` says so
+    once)."""
     thread = threading.Thread(target=_preloaded, name="emgas-encoder", daemon=False)
     thread.start()
     return thread
@@ -241,7 +241,7 @@ def preload_once() -> threading.Thread:
 
 def _preloaded() -> None:
     try:
-        if not available() or refusal() is not None:
+        if not _usable():  # said once, by it
             return
         loaded = optional_encoder()
         if loaded is not None:

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import textwrap
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, get_args, get_origin
 
@@ -109,9 +110,11 @@ def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
     return found
 
 
-def _settings_models() -> set[type[BaseModel]]:
+@lru_cache(maxsize=1)
+def _settings_models() -> frozenset[type[BaseModel]]:
     """`Settings` and every model it nests: the models whose fields are
-    documented by docstrings (`attribute_docstrings`)."""
+    documented by docstrings (`attribute_docstrings`); found once (every
+    model of the wire-format page asks)."""
     from emgas.streams.settings import Settings
 
     found: set[type[BaseModel]] = set()
@@ -121,7 +124,7 @@ def _settings_models() -> set[type[BaseModel]]:
         found.add(model)
         todo += [f.annotation for f in model.model_fields.values()
                  if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel) and f.annotation not in found]
-    return found
+    return frozenset(found)
 
 
 class _DescribedSchema(GenerateJsonSchema):

@@ -114,7 +114,7 @@ def test_with_a_doctored_model_the_dense_baselines_are_skipped_with_the_reason(
     assert "not the pinned ones" in skipped["dense"] and "model.onnx" in skipped["dense"]
 
 
-def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch):
+def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch, fresh_encoder_caches):
     loads, runs = [], []
 
     class Loaded:
@@ -136,7 +136,7 @@ def test_a_preloaded_encoder_is_the_one_every_later_caller_gets(monkeypatch):
     assert loads == ["emgas-encoder"] and runs == ["emgas-encoder"]  # loaded once, and run once before any query
 
 
-def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, caplog):
+def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, caplog, fresh_encoder_caches):
     calls = []
 
     def failing():
@@ -157,13 +157,13 @@ def test_a_preload_that_fails_is_quiet_and_left_to_the_next_caller(monkeypatch, 
 
 
 @pytest.mark.parametrize("installed, why", [(False, None), (True, "model.onnx has sha256 0123…, not the pinned …")])
-def test_an_encoder_missing_or_refused_is_left_to_the_warm_up_which_says_so(monkeypatch, installed, why):
+def test_an_encoder_missing_or_refused_is_not_loaded_ahead(monkeypatch, fresh_encoder_caches, installed, why):
     loads = []
     monkeypatch.setattr(enc, "_optional_encoder", lambda: loads.append(1))
     monkeypatch.setattr(enc, "available", lambda: installed)
     monkeypatch.setattr(enc, "refusal", lambda: why)
     enc.preload().join()
-    assert loads == []  # its one line is the warm-up's, in the worker's log (not set up yet here)
+    assert loads == []  # its one line is `_usable`'s, said once whoever asks first
 
 
 def test_the_installed_files_are_hashed_once_per_process(monkeypatch, fresh_encoder_caches):
