@@ -20,7 +20,7 @@ from typing import Mapping
 
 from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
 from emgas.processors.graph import (
-    ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval,
+    ConceptState, GraphMeta, GraphParams, GraphRef, Passage, concept_after_mention, concept_after_retrieval, replaced,
 )
 from emgas.processors.pruning import (
     PairState, PairTable, expired_concepts, expired_mask, isolated_ids, lost_edges, outlived_its_edges, pair_state,
@@ -98,7 +98,7 @@ def evolve_turn(event: TurnIngested, s: Slice, params: GraphParams) -> Writes:
     )
     clock = at if meta.clock is None else max(meta.clock, at)
     first_seen = at if meta.first_seen is None else min(meta.first_seen, at)
-    meta = meta.model_copy(update={"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen})
+    meta = replaced(meta, {"turns": meta.turns + 1, "clock": clock, "first_seen": first_seen})
     return (Register(), PutMeta(meta), *concepts, AddPassage(passage), CoOccur(ids, at))
 
 
@@ -122,7 +122,7 @@ def evolve_retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Writes:
 
 def after_tick(meta: GraphMeta, tick: Decay) -> GraphMeta:
     """The meta a decay tick leaves: decayed_to = its time, decay = its parameters."""
-    return meta.model_copy(update={"decayed_to": tick.timestamp, "decay": tick.params})
+    return replaced(meta, {"decayed_to": tick.timestamp, "decay": tick.params})
 
 
 @evolve.register
@@ -182,7 +182,7 @@ def evolve_consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Wri
             topics.append(topic)  # every member still here: the topic as it is (a copy would equal it)
         elif len(members) >= 2:
             topics.append(topic.model_copy(update={"members": members}))
-    meta = s.meta.model_copy(update={"consolidated_to": event.timestamp})
+    meta = replaced(s.meta, {"consolidated_to": event.timestamp})
     return (PutMeta(meta), SetTopics(tuple(topics), s.topic_ids))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -26,6 +26,9 @@ ACTIVATION_GRID = 2.0**-32
 def on_grid(x: float) -> float:
     """x rounded to the nearest multiple of ACTIVATION_GRID (unitless)."""
     return round(x / ACTIVATION_GRID) * ACTIVATION_GRID
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class GraphRef(NamedTuple):
@@ -274,18 +277,22 @@ def _window_index(t: datetime, window_s: float) -> int:
     return window_index(t, window_s)
 
 
-def _replaced(concept: ConceptState, update: dict, names: frozenset[str] | None = None) -> ConceptState:
-    """`concept.model_copy(update=update)` for values already valid, without
-    pydantic's copy machinery (about 4 times faster; equal result).
-    `names`: the update's keys, when the caller has them as a set."""
-    fields = concept.__dict__.copy()
+def replaced(model: _Model, update: dict, names: frozenset[str] | None = None) -> _Model:
+    """`model.model_copy(update=update)` for values already valid, of a
+    model with no extra fields and no private attributes (`ConceptState`,
+    `GraphMeta`), without pydantic's copy machinery (about 4 times faster;
+    equal result). `names`: the update's keys, when the caller has them as a set."""
+    fields = model.__dict__.copy()
     fields.update(update)
-    new = _new_concept(ConceptState)
+    new = _new_concept(type(model))
     _set(new, "__dict__", fields)
-    _set(new, "__pydantic_fields_set__", concept.__pydantic_fields_set__ | (names or set(update)))
+    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | (names or set(update)))
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
+
+
+_replaced = replaced
 
 
 _new_concept = object.__new__

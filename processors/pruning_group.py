@@ -21,7 +21,7 @@ tick.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import AbstractSet, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -82,9 +82,10 @@ class GroupReads:
     their node slots (`slots`; `ids`: each slot's id, `size` slots in all),
     the listed edges that exist (`edges`), each listed concept's neighbours
     (slots), the turns of its passages (`sources`), the concepts each of
-    those passages names (`passages`) and which of those (concept, turn)
-    links exist (`links`); per concept listed as isolated (its slot), each
-    neighbour's (count c(a, b), last co-occurrence µs)."""
+    those passages names (`passages`) and, per passage, those of them that
+    link to it (`linked`: the (concept, turn) links that exist); per concept
+    listed as isolated (its slot), each neighbour's (count c(a, b), last
+    co-occurrence µs)."""
 
     concepts: Mapping[str, ConceptState] = field(default_factory=dict)
     slots: Mapping[str, int] = field(default_factory=dict)
@@ -94,7 +95,7 @@ class GroupReads:
     neighbours: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     passages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    links: frozenset[Link] = frozenset()
+    linked: Mapping[str, frozenset[str]] = field(default_factory=dict)
     isolated_edges: Mapping[int, Mapping[int, tuple[int, int]]] = field(default_factory=dict)
 
 
@@ -127,8 +128,8 @@ class TickDecision:
 
 class Removed:
     """What the ticks decided so far remove: concepts (ids and slots), edges
-    (`slot_key`s), links, and the ends of the removed edges (their
-    neighbours changed)."""
+    (`slot_key`s), links (as the concepts still linking to each passage they
+    left), and the ends of the removed edges (their neighbours changed)."""
 
     def __init__(self, reads: GroupReads) -> None:
         self.size = reads.size
@@ -136,8 +137,14 @@ class Removed:
         self.concepts: set[str] = set()
         self.concept_slots: set[int] = set()
         self.edges: set[int] = set()
-        self.links: set[Link] = set()
         self.touched: set[int] = set()
+        self._read_linked = reads.linked
+        self._linked: dict[str, set[str]] = {}  # the passages links were removed from: who still links
+
+    def still_linked(self, turn_id: str) -> AbstractSet[str]:
+        """The concepts that link to the held passage `turn_id`, less the links removed."""
+        linked = self._linked.get(turn_id)
+        return self._read_linked[turn_id] if linked is None else linked
 
     def add(self, decision: TickDecision) -> None:
         size, touched = self.size, self.touched
@@ -147,7 +154,14 @@ class Removed:
             touched.add(key % size)
         self.concepts.update(decision.concepts)
         self.concept_slots.update(self.slots[cid] for cid in decision.concepts)
-        self.links.update(decision.links)
+        for cid, turn_id in decision.links:
+            linked = self._linked.get(turn_id)
+            if linked is None:
+                read = self._read_linked.get(turn_id)
+                if read is None:  # a passage not held: no link to it counts
+                    continue
+                linked = self._linked[turn_id] = set(read)
+            linked.discard(cid)
 
 
 def decide_ticks(ticks: Iterable[PruningTick], reads: GroupReads) -> Iterator[TickDecision]:
@@ -263,15 +277,11 @@ def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed
     """The turns of `links` whose passage (held) no concept but the removed
     ones links to any more, in turn id order."""
     gone = set(concepts)
-    unlinked, exists = removed.links, reads.links
-    orphaned = []
-    for turn_id in sorted({turn_id for _, turn_id in links}):
-        named = reads.passages.get(turn_id)
-        if named is not None and not any(
-            (c, turn_id) in exists and (c, turn_id) not in unlinked for c in named if c not in gone
-        ):
-            orphaned.append(turn_id)
-    return tuple(orphaned)
+    held = reads.passages
+    return tuple(
+        turn_id for turn_id in sorted({turn_id for _, turn_id in links})
+        if turn_id in held and removed.still_linked(turn_id) <= gone
+    )
 
 
 def _id(concept: ConceptState) -> str:

@@ -155,6 +155,12 @@ def journal_entry(ref: GraphRef, offset: int) -> bytes:
     return section(ref, b"j") + _OFFSET.pack(offset)
 
 
+def journal_entries(ref: GraphRef, offsets: Iterable[int]) -> list[bytes]:
+    """`journal_entry(ref, offset)` of each of `offsets` (a re-fold's, at once)."""
+    prefix = section(ref, b"j")
+    return [prefix + packed for packed in map(_OFFSET.pack, offsets)]
+
+
 def journal_offset(key: bytes, ref: GraphRef) -> int:
     return offset_after(key, section(ref, b"j"))
 

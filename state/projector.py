@@ -604,17 +604,22 @@ class PartitionState:
             scratch, after = PartitionState(MemoryStore(), self.params), -1
             scratch.repo.apply(ref, (SwitchVersion(ref.version),), None)
         scratch.compacts_views = False
-        kept = []
+        kept, offsets = [], []
         for entry in self.repo.journal(ref, after):
+            offsets.append(entry.offset)
             event = decode_for_fold(entry.event)
             if not (is_turn(event) and event.turn_id in forgotten):
                 kept.append((event, entry.offset, entry.event))
         scratch.apply_batch(kept)
         if ref not in scratch.views:
             return None
-        # read through its transaction: no store to fill; the journal up to
-        # the point is the version's own and stays
-        return Refolded(scratch.repo.store.items(keys.graph_prefix(ref)), after), scratch.views[ref]
+        # read through its transaction: no store to fill. The journal is the
+        # version's own, but for the entries the re-fold did not apply again
+        # (its own journal holds the others, the same bytes at the same keys).
+        records = scratch.repo.store.items(keys.graph_prefix(ref))
+        journaled = [records.pop(key, None) is not None for key in keys.journal_entries(ref, offsets)]
+        dropped = tuple(offset for offset, again in zip(offsets, journaled) if not again)
+        return Refolded(records, after, dropped), scratch.views[ref]
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active: the

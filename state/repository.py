@@ -402,17 +402,19 @@ class GraphRepository:
             put(keys.active(graph_id), None)
 
     def _replace_records(self, ref: GraphRef, refolded: Refolded) -> None:
-        """`ref`'s records become `refolded`'s (its journal up to where the
-        re-fold started stays): only those that differ are written, as a
+        """`ref`'s records become `refolded`'s (its journal but the entries the
+        re-fold dropped stays): only those that differ are written, as a
         re-fold leaves most of a version as it was (rows and concepts it
         never reached)."""
         put = self.store.put
-        old = dict(self.records_but_journal(ref, refolded.journal_kept_to))
+        old = dict(self.records_but_journal(ref))
         for key, value in refolded.records.items():
             if old.pop(key, None) != value:
                 put(key, value)
         for key in old:
             put(key, None)
+        for offset in refolded.journal_dropped:
+            put(keys.journal_entry(ref, offset), None)
 
     _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,

@@ -46,7 +46,7 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
         concepts={cid: concept_record(cid, columns.values(slot)) for cid, slot in slots.items()},
         slots=slots, ids=view.ids, size=len(view.ids), edges=view.listed_edges([tick.edges for tick in ticks]),
         neighbours={slot: tuple(row[0]) for slot, row in rows.items()},
-        sources=sources, passages=passages, links=_links(view, passages),
+        sources=sources, passages=passages, linked=_linked(view, passages),
         isolated_edges={
             slot: dict(zip(neighbours, zip(counts, lasts)))
             for slot, (neighbours, counts, lasts) in sorted(rows.items()) if slot in isolated
@@ -54,21 +54,23 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
     )
 
 
-def _links(view: GraphView, passages: dict[str, tuple[str, ...]]) -> frozenset[tuple[str, str]]:
-    """The (concept, turn) links of `passages` (turn id -> the concepts it
-    names) that exist: the turn is among the concept's sources."""
+def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, frozenset[str]]:
+    """Per passage of `passages` (turn id -> the concepts it names), the
+    concepts that link to it: the turn is among the concept's sources."""
     index, sources = view.index, view.passage_ids
     turns_of: dict[str, set[str]] = {}
-    links = []
+    linked = {}
     for turn_id, named in passages.items():
+        found = []
         for cid in named:
             turns = turns_of.get(cid)
             if turns is None:
                 i = index.get(cid)
                 turns = turns_of[cid] = set() if i is None else set(sources[i])
             if turn_id in turns:
-                links.append((cid, turn_id))
-    return frozenset(links)
+                found.append(cid)
+        linked[turn_id] = frozenset(found)
+    return linked
 
 
 def apply_group(

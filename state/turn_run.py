@@ -60,7 +60,7 @@ from emgas.processors.evolve import Slice, after_tick, evolve_consolidate
 from emgas.processors.fold_codec import (
     ConsolidateRow, DecayRow, TurnRow, concept_ids, is_consolidation, is_decay, is_turn,
 )
-from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
+from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, replaced
 from emgas.processors.writes import SetTopics
 from emgas.state import keys
 from emgas.state.mention_columns import FoldedMentions, MentionColumns
@@ -204,7 +204,7 @@ def fold_run(
                 ticks.append((event, offset, raw))
             continue
         if isinstance(event, (Consolidate, ConsolidateRow)):
-            meta = meta.model_copy(update={"consolidated_to": at})
+            meta = replaced(meta, {"consolidated_to": at})
             consolidation = (event, mentions.concepts_seen)
             pruned_since = set()
             ticks.append((event, offset, raw))
@@ -220,7 +220,7 @@ def fold_run(
             clock = at
         if first_seen is None or at < first_seen:
             first_seen = at
-    meta = meta.model_copy(update={"turns": turns, "clock": clock, "first_seen": first_seen})
+    meta = replaced(meta, {"turns": turns, "clock": clock, "first_seen": first_seen})
     topics = None if consolidation is None else _topics(view, params, mentions, *consolidation, pruned_since)
     return FoldedRun(applied_turns, ticks, passages, mentions.fold(), meta, topics)
 

@@ -45,6 +45,11 @@ def digests(state: PartitionState, graph: str | None = None) -> dict:
     return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo, graph)}
 
 
+def journals(state: PartitionState) -> dict:
+    """Each version's journal (log offsets and bytes): a re-fold keeps what it applied again, and only that."""
+    return {ref: [tuple(entry) for entry in state.repo.journal(ref)] for ref in state.repo.graph_refs()}
+
+
 def never_saw(log: list[GraphEvent], forgotten: set[str]) -> list[tuple[int, GraphEvent]]:
     """The log as it would be without the forgotten turns and the forget requests (same offsets)."""
     return [
@@ -253,7 +258,9 @@ def test_any_forget_anywhere_equals_never_having_seen_the_turns(specs, data):
     log.extend(events[:at])
     log.append(forget("g", *forgotten))
     log.extend(events[at:])
-    assert digests(log.state) == digests(folded(never_saw(log.log, set(forgotten)), FAST))
+    never = folded(never_saw(log.log, set(forgotten)), FAST)
+    assert digests(log.state) == digests(never)
+    assert journals(log.state) == journals(never)
 
 
 def test_a_graph_forgotten_whole_and_started_again_gets_its_ticks():
@@ -285,9 +292,11 @@ def test_a_forget_from_the_latest_snapshot_equals_never_having_seen_the_turns(sp
         log.append(event)
     log.extend([snapshot_started("g")] * snapshots.count(len(events)))
     log.append(forget("g", *forgotten))
-    assert digests(log.state) == digests(folded(never_saw(log.log, set(forgotten)), FAST))
+    never = folded(never_saw(log.log, set(forgotten)), FAST)
+    assert digests(log.state) == digests(never) and journals(log.state) == journals(never)
     log.append(forget("g", second, request="f2"))  # its fold point, if any, never holds a forgotten turn
-    assert digests(log.state) == digests(folded(never_saw(log.log, {*forgotten, second}), FAST))
+    never = folded(never_saw(log.log, {*forgotten, second}), FAST)
+    assert digests(log.state) == digests(never) and journals(log.state) == journals(never)
 
 
 def test_a_turn_after_the_latest_snapshot_is_re_folded_from_it_and_one_before_from_the_start(monkeypatch):
