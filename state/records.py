@@ -141,7 +141,7 @@ def decode_concept(raw: bytes) -> tuple[str, list] | None:
         wire = _CONCEPT.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    created, last = canonical_time(wire.created_at), canonical_time(wire.last_accessed)
+    created, last = _record_time(wire.created_at), _record_time(wire.last_accessed)
     decayed, first, latest = _time(wire.decayed_to), _time(wire.first_retrieved), _time(wire.last_retrieved)
     if created is None or last is None or decayed is False or first is False or latest is False:
         return None
@@ -152,8 +152,25 @@ def _time(value: str | None) -> datetime | None | bool:
     """A nullable time field: None, its datetime, or False where it is not canonical."""
     if value is None:
         return None
-    at = canonical_time(value)
+    at = _record_time(value)
     return False if at is None else at
+
+
+def _record_time(value: str) -> datetime | None:
+    """`canonical_time`, remembered: the concepts of a graph share half of
+    their times (those mentioned in one turn, retrieved by one query), and
+    one datetime for each lets `repository.to_us` convert it once."""
+    at = _TIMES.get(value, _UNSEEN)
+    if at is _UNSEEN:
+        if len(_TIMES) >= _TIMES_MAX:
+            _TIMES.clear()
+        at = _TIMES[value] = canonical_time(value)
+    return at
+
+
+_UNSEEN: Any = object()
+_TIMES: dict[str, datetime | None] = {}  # a race between threads writes an equal value
+_TIMES_MAX = 1 << 14
 
 
 def decode_passage_concepts(raw: bytes) -> tuple[str, ...] | None:
