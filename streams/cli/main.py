@@ -64,9 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _collect_less() -> None:
     """The objects the imports made are never traversed again (`gc.freeze`),
-    and the collector runs at `GC_THRESHOLDS`."""
+    and the collector runs at `GC_THRESHOLDS` (on again: `emgas.__main__`
+    turns it off while the command line's modules load)."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    gc.enable()
 
 
 def _fail(message: str, verbose: bool) -> int:

@@ -27,6 +27,32 @@ def test_a_command_runs_with_the_collector_at_its_thresholds_and_the_imports_fro
     assert frozen > 10_000, "the objects the imports made are frozen"
 
 
+CONSOLE_PROBE = """
+import gc, json, sys
+import emgas.__main__ as entry
+seen = []
+real = entry.gc.disable
+entry.gc.disable = lambda: (real(), seen.append("off"))
+sys.argv = ["emgas", "config"]
+status = entry.console()
+print(json.dumps([status, seen, "emgas.streams.cli.main" in sys.modules, gc.isenabled(), gc.get_threshold()]), file=sys.stderr)
+"""
+
+
+def test_the_emgas_command_loads_with_the_collector_off_and_runs_with_it_on(tmp_path):
+    """`emgas` (and `python -m emgas`) load the command line with the
+    collector off: its imports make no cyclic garbage. The command runs
+    with it on again, at its thresholds."""
+    run = subprocess.run(
+        [sys.executable, "-c", CONSOLE_PROBE], capture_output=True, text=True, timeout=60,
+        env={"EMGAS_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0, run.stderr
+    status, seen, loaded, enabled, thresholds = json.loads(run.stderr.strip().splitlines()[-1])
+    assert status == 0 and seen == ["off"] and loaded
+    assert enabled and tuple(thresholds) == GC_THRESHOLDS
+
+
 FAULTS_PROBE = """
 import json, resource, sys
 if sys.argv[1] == "tuned":

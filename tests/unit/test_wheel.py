@@ -38,7 +38,7 @@ def test_the_wheel_holds_only_the_emgas_package_and_no_tools(wheel):
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     archive = zipfile.ZipFile(wheel)
     assert archive.read(f"{dist_info}/top_level.txt").decode().split() == ["emgas"]
-    assert "emgas = emgas.streams.cli.main:main" in archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert "emgas = emgas.__main__:console" in archive.read(f"{dist_info}/entry_points.txt").decode()
 
 
 def test_the_installed_wheel_imports_and_says_where_the_tools_are(wheel, tmp_path):
