@@ -223,7 +223,7 @@ def with_contribution(
     The decay model is the graph's last tick's, or the configured one before any.
     """
     activation, decayed_to = _contributed(concept, amount, at, meta, params, forward_to)
-    return _replaced(concept, {"base_activation": activation, "decayed_to": decayed_to})
+    return replaced(concept, {"base_activation": activation, "decayed_to": decayed_to})
 
 
 def _contributed(
@@ -291,8 +291,6 @@ def replaced(model: _Model, update: dict, names: frozenset[str] | None = None) -
     _set(new, "__pydantic_private__", None)
     return new
 
-
-_replaced = replaced
 
 
 _new_concept = object.__new__
@@ -409,7 +407,7 @@ def concept_after_retrieval(
     be far ahead of a conversation's event time), retrievals + 1,
     first/last retrieval = min/max with `at`, last_accessed = max."""
     activation, decayed_to = _contributed(old, amount, at, meta, params, meta.clock or at)
-    return _replaced(
+    return replaced(
         old,
         {
             "base_activation": activation,

@@ -122,15 +122,13 @@ class SwitchVersion:
 @dataclass(frozen=True, slots=True)
 class Refolded:
     """A graph version's records after a re-fold: `records` are every record
-    (by key, in no order) but its journal's. Its journal's entries up to log
-    offset `journal_kept_to` (-1: none) stay as they are (the re-fold started
-    after them); of those after it, the ones at `journal_dropped` go (the
-    forgotten turns, and events the re-fold rejected) and the others stay:
-    the re-fold applied each at its offset, and an entry holds its log
-    record's bytes, so it would write the same entry again."""
+    (by key, in no order) but its journal's. Its journal stays but for the
+    entries at the log offsets `journal_dropped` (the forgotten turns, and
+    events the re-fold rejected): the re-fold started after the others or
+    applied each again at its offset, and an entry holds its log record's
+    bytes, so it would write the same entry again."""
 
     records: Mapping[bytes, bytes]
-    journal_kept_to: int = -1
     journal_dropped: tuple[int, ...] = ()
 
 

@@ -619,7 +619,7 @@ class PartitionState:
         records = scratch.repo.store.items(keys.graph_prefix(ref))
         journaled = [records.pop(key, None) is not None for key in keys.journal_entries(ref, offsets)]
         dropped = tuple(offset for offset, again in zip(offsets, journaled) if not again)
-        return Refolded(records, after, dropped), scratch.views[ref]
+        return Refolded(records, dropped), scratch.views[ref]
 
     def _scratch_from(self, ref: GraphRef, point: fold_points.FoldPoint) -> PartitionState:
         """A scratch state holding `ref` as of its fold point, active: the

@@ -192,8 +192,8 @@ V1, V2 = GraphRef("g", 1), GraphRef("g", 2)
     "event, held, tombstones, refolded, erased, clear_active",
     [
         (Forget(graph_id="g", request_id="r", timestamp=T0, turn_ids=("t1",)),
-         Slice(ref=V1, versions=(V1, V2), refolds={V1: Refolded({b"k": b"v"}, 7), V2: None}),
-         ("t1",), {V1: Refolded({b"k": b"v"}, 7)}, (V2,), False),
+         Slice(ref=V1, versions=(V1, V2), refolds={V1: Refolded({b"k": b"v"}, (7,)), V2: None}),
+         ("t1",), {V1: Refolded({b"k": b"v"}, (7,))}, (V2,), False),
         (Forget(graph_id="g", request_id="r", timestamp=T0, turn_ids=("t1",)),
          Slice(ref=V1, versions=(V1,), refolds={V1: None}),
          ("t1",), {}, (V1,), True),
