@@ -413,8 +413,8 @@ class GraphRepository:
                 put(key, value)
         for key in old:
             put(key, None)
-        for offset in refolded.journal_dropped:
-            put(keys.journal_entry(ref, offset), None)
+        for key in keys.journal_entries(ref, refolded.journal_dropped):
+            put(key, None)
 
     _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
         Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
