@@ -14,7 +14,7 @@ from typing import Iterable
 
 from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import Checkpoint, Consolidate, Decay, Forget, GraphEvent, LogStarted, Retrieved, TurnIngested
+from emgas.processors.events import Checkpoint, Consolidate, Decay, Forget, GraphEvent, LogStarted, Retrieved, Sealed, TurnIngested
 from emgas.processors.graph import ConceptState, GraphParams, GraphRef, activation_at
 from emgas.replay.reader import LogRecord
 from emgas.state.memory import MemoryStore
@@ -44,8 +44,8 @@ def explain(
             event = decode_graph_event(record.value)
         except DecodeError:
             continue
-        if isinstance(event, (LogStarted, Checkpoint)) or event.graph_id != graph_id:
-            continue  # the log's own (its identity, checkpoints), or another graph's
+        if isinstance(event, (LogStarted, Checkpoint, Sealed)) or event.graph_id != graph_id:
+            continue  # the log's own (its identity, checkpoints, a record whose key is gone), or another graph's
         ref = state.ref_of(event)
         if version is not None and ref.version != version:
             state.apply(event, record.offset)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
 from emgas.replay.errors import LogTruncated, LogUnavailable
+
+if TYPE_CHECKING:
+    from emgas.replay.keyring import KeyRing
 
 # Records fetched per partition per request: big, because a reader streams.
 FETCH_BYTES = 8 * 1024 * 1024
@@ -41,6 +44,10 @@ class LogRecord:
     value: bytes
 
 
+def _record_time(record: LogRecord) -> int:
+    return record.timestamp_ms
+
+
 class LogReader:
     """Use as `async with LogReader(servers) as reader: ...`."""
 
@@ -50,9 +57,14 @@ class LogReader:
         fetch_max_wait_ms: int = 10,
         timeout_s: float = 10.0,
         client_options: Mapping[str, Any] | None = None,
+        keys: "KeyRing | None" = None,
+        own_keys: bool = False,
     ) -> None:
-        """`client_options`: extra aiokafka options (security, see `streams.kafka.security`)."""
+        """`client_options`: extra aiokafka options (security, see `streams.kafka.security`);
+        `keys`: the key ring that opens the sealed records read (`replay.keyring`), closed
+        with the reader when `own_keys`."""
         self._servers = bootstrap_servers
+        self.keys, self._own_keys = keys, own_keys
         self._timeout_s = timeout_s
         self._reads = 0  # reads begun, so that one ending late does not pause the next
         self._consumer = AIOKafkaConsumer(
@@ -81,6 +93,8 @@ class LogReader:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._consumer.stop()
+        if self.keys is not None and self._own_keys:
+            await self.keys.close()
 
     async def partitions(self, topic: str) -> list[int]:
         # The consumer's own `partitions_for_topic` only knows topics it has
@@ -142,6 +156,8 @@ class LogReader:
                     if r.offset < stop
                 ]
                 position = records[-1].offset + 1
+                if batch and self.keys is not None:
+                    batch = await self.keys.open(partition, batch, _record_time)
                 if batch:
                     yield batch
         finally:

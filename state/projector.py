@@ -44,7 +44,7 @@ from typing import Iterator, Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Snapshot,
+    LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Sealed, Snapshot,
     SnapshotStarted, TurnIngested,
 )
 from emgas.processors.evolve import after_tick
@@ -411,6 +411,8 @@ class PartitionState:
         if isinstance(event, Checkpoint):
             self.ledger.checkpointed(event, offset)
             return Outcome.CHECKPOINT
+        if isinstance(event, Sealed):
+            return Outcome.ERASED  # its key is gone: a forgotten turn, or a snapshot written before a forget
         if offset <= self.ledger.floors.get(event.graph_id, -1):
             return Outcome.ALREADY_APPLIED
         if isinstance(event, SnapshotStarted):

@@ -68,6 +68,7 @@ class Outcome(str, Enum):
     SNAPSHOT_COMPLETED = "snapshot_completed"
     SNAPSHOT_IGNORED = "snapshot_ignored"
     CHECKPOINT = "checkpoint"
+    ERASED = "erased"  # a sealed record whose data key is gone (`processors.sealing`)
 
 
 # The event parameter is Any: each rule's functions take its own event type,

@@ -12,7 +12,7 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -21,6 +21,9 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.streams.errors import ConfigError
+
+if TYPE_CHECKING:
+    from emgas.processors.sealing import KeyEncryptionKey
 
 
 DEFAULT_HEAP = "-Xms128m -Xmx512m"  # JVM heap options of the real broker (`EMGAS_KAFKA_HEAP`)
@@ -152,6 +155,26 @@ class Settings(BaseSettings):
     """Where replies go unless a query names its own `reply_to`."""
     dlq_topic: str = "emgas.dlq"
     """Dead letters: input that could not be processed, with its original bytes and the reason."""
+    keys_topic: str = "emgas.keys"
+    """The data keys of sealed turns and snapshots, wrapped by the key-encryption key (compacted: a forgotten turn's
+    key is erased by a tombstone)."""
+    seal: bool = True
+    """Seal each turn's words (its turn_ingested event) and each snapshot in the log under a data key of its own, so
+    that forgetting a turn erases its words from Kafka once the key topic is compacted (docs/operations.md:
+    retention). A log may hold sealed and unsealed records: readers open what is sealed whatever this says."""
+    key_encryption_key: SecretStr | None = None
+    """The key-encryption key, base64 of 32 bytes (`head -c 32 /dev/urandom | base64`): the same for every worker,
+    replay and forget of a cluster. Unset: EMGAS_KEY_ENCRYPTION_KEY_FILE, else home/key-encryption-key, which the
+    first sealing worker makes."""
+    key_encryption_key_file: Path | None = None
+    """A file holding the key-encryption key (instead of EMGAS_KEY_ENCRYPTION_KEY)."""
+    key_erasure_ms: int = Field(default=3_600_000, ge=1)
+    """How soon Kafka compacts an erased data key away, at most (plus its cleaner's pass): the key topic's
+    segment.ms and max.compaction.lag.ms on a real Kafka."""
+    turns_retention_ms: int = Field(default=7 * 86_400_000, ge=1)
+    """Retention of the turns topic on a real Kafka (default 7 days): turns are read back only by
+    `replay --from-turns`, and their text is there as published, so this bounds how long a forgotten turn stays
+    readable there."""
 
     fetch_max_wait_ms: int | None = Field(default=None, ge=1, le=5000)
     """Longest time the broker may hold an idle fetch (None: decided by the broker, see `fetch_wait_ms`)."""
@@ -288,6 +311,13 @@ class Settings(BaseSettings):
 
         return http_token(self.http_token, self.http_token_file)
 
+    def kek(self, create: bool = False) -> "KeyEncryptionKey | None":
+        """The key-encryption key (`streams.kek`; the default file made when
+        `create`), None when there is none; ConfigError if unusable."""
+        from emgas.streams.kek import load_kek
+
+        return load_kek(self.key_encryption_key, self.key_encryption_key_file, self.home, create)
+
     def kafka_options(self) -> dict:
         """Security options for every aiokafka client (see `streams.kafka.security`)."""
         return self.kafka.aiokafka_options()
@@ -301,4 +331,5 @@ class Settings(BaseSettings):
             TopicSpec(self.replies_topic, self.reply_partitions),
             TopicSpec(self.dlq_topic, 1),
             TopicSpec(self.owners_topic, 1),
+            TopicSpec(self.keys_topic, self.partitions),  # a graph's keys in its events' partition
         ]

@@ -25,7 +25,7 @@ from emgas.processors.events.graph import (
     PrunedEdge, Retrieved, TopicNode, TurnIngested,
 )
 from emgas.processors.events.inputs import Turn
-from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotLocation, SnapshotStarted
+from emgas.processors.events.log import Checkpoint, LogStarted, Sealed, Snapshot, SnapshotLocation, SnapshotStarted
 from emgas.processors.events.queries import (
     ActivationQuery, ActivationReply, DigestQuery, DigestReply, EmptyReason, ErrorReply, GraphDigest, GraphStats, HeldPassage,
     PassageQuery, PassagesReply, QueryParams, RankedConcept, RankedPassage, Reply, SectionDigest, StatsQuery,
@@ -36,7 +36,7 @@ __all__ = [
     "EARLIEST_EVENT_TIME", "LATEST_EVENT_TIME", "MAX_BOOST", "EventTime", "MAX_FORGET_TURNS", "MAX_ID_CHARS", "MAX_METADATA_ITEMS", "MAX_TEXT_BYTES", "TOPIC_NAME_PATTERN", "Event",
     "Identifier", "MetadataValue", "Text", "TopicName", "DeadLetter", "LOG_EVENTS", "Boost", "Concept", "Consolidate", "ContentEvent",
     "Decay", "Forget", "GraphEvent", "GraphVersionSwitched", "PrunedConcept", "PrunedEdge", "Retrieved", "TopicNode",
-    "TurnIngested", "Turn", "Checkpoint", "LogStarted", "Snapshot", "SnapshotLocation", "SnapshotStarted",
+    "TurnIngested", "Turn", "Checkpoint", "LogStarted", "Sealed", "Snapshot", "SnapshotLocation", "SnapshotStarted",
     "ActivationQuery", "ActivationReply", "DigestQuery", "DigestReply", "EmptyReason", "ErrorReply", "GraphDigest", "GraphStats",
     "HeldPassage", "PassageQuery", "PassagesReply", "QueryParams", "RankedConcept", "RankedPassage", "Reply",
     "SectionDigest", "StatsQuery", "StatsReply", "Timings", "TopConcept",

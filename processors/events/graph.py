@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from emgas.processors.dynamics import DecayParams
 from emgas.processors.events.base import MAX_BOOST, MAX_FORGET_TURNS, Event, EventTime, Identifier, MetadataValue
-from emgas.processors.events.log import Checkpoint, LogStarted, Snapshot, SnapshotStarted
+from emgas.processors.events.log import Checkpoint, LogStarted, Sealed, Snapshot, SnapshotStarted
 
 
 class Concept(Event):
@@ -186,11 +186,12 @@ class Forget(Event):
 GraphEvent = Annotated[
     Union[
         TurnIngested, GraphVersionSwitched, Decay, Consolidate, Retrieved, Forget,
-        LogStarted, SnapshotStarted, Snapshot, Checkpoint,
+        LogStarted, SnapshotStarted, Snapshot, Checkpoint, Sealed,
     ],
     Field(discriminator="type"),
 ]
-# Events about the log and its snapshots, not about a graph's content.
-LOG_EVENTS = (LogStarted, SnapshotStarted, Snapshot, Checkpoint)
+# Events about the log and its snapshots, not about a graph's content (a
+# sealed record reaches the fold only when its key is gone: it applies nothing).
+LOG_EVENTS = (LogStarted, SnapshotStarted, Snapshot, Checkpoint, Sealed)
 # The others: each about one graph's content (a type for annotations, not a wire union).
 ContentEvent = TurnIngested | GraphVersionSwitched | Decay | Consolidate | Retrieved | Forget

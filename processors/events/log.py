@@ -105,3 +105,23 @@ class Checkpoint(Event):
     as_of: int = Field(ge=0)  # the offset the listing reflects
     snapshots: tuple[SnapshotLocation, ...]
     timestamp: EventTime
+
+
+class Sealed(Event):
+    """Log event: a `turn_ingested` event or a snapshot part whose bytes are
+    sealed under a data key of their own (`processors.sealing`).
+
+    Readers open it with its key (`replay.keyring`) before the fold, which
+    then sees the event that was sealed. The fold meets a `sealed` event
+    only when its key is gone: the turn was forgotten and its key erased,
+    and the record applies nothing, as if the log never held it.
+    `data`: base64 of nonce, ciphertext and tag.
+    """
+
+    type: Literal["sealed"] = "sealed"
+    schema_version: Literal[1] = 1
+    graph_id: Identifier
+    key_id: Identifier  # `turn/<turn id>` or `snapshot/<offset of its snapshot_started>`
+    sealed_type: Literal["turn_ingested", "snapshot"]
+    timestamp: EventTime
+    data: str

@@ -41,13 +41,22 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     events that a rebuild or replay needs, so it is kept forever whatever the
     broker default. Replies only matter while a client waits for them, and
     the DLQ keeps refused messages for inspection, so both are bounded.
-    emgas.turns and emgas.queries keep the broker default: turns are only
-    re-read by `replay --from-turns` (the text is in graph-events too), and
-    a shorter life limits how long a forgotten turn's text stays there;
-    queries are answered within seconds.
+    emgas.turns keeps turns `turns_retention_ms`: they are only re-read by
+    `replay --from-turns` (the words are sealed in graph-events), and their
+    text is there as published, so this bounds how long a forgotten turn's
+    words stay there. The key topic is compacted, and its segments roll and
+    get compacted within `key_erasure_ms`, so an erased key (a tombstone)
+    removes the key it erases within that bound; the tombstone itself
+    holds no key and goes a day later.
     """
+    erasure = str(settings.key_erasure_ms)
     return {
         settings.graph_events_topic: {"retention.ms": "-1", "retention.bytes": "-1"},
+        settings.turns_topic: {"retention.ms": str(settings.turns_retention_ms)},
+        settings.keys_topic: {
+            "cleanup.policy": "compact", "segment.ms": erasure, "max.compaction.lag.ms": erasure,
+            "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
+        },
         settings.replies_topic: {"retention.ms": str(settings.replies_retention_ms)},
         # Queries are answered within their timeout or never: kept as long as replies.
         settings.queries_topic: {"retention.ms": str(settings.replies_retention_ms)},
@@ -89,6 +98,7 @@ async def ensure_topics(settings: Settings) -> bool:
         # Checked even when it was just created: another worker or tool may have
         # made it first (then Kafka answered "already exists" to us).
         await _check_retention(admin, settings.graph_events_topic)
+        await _check_turns_retention(admin, settings)
         return is_mock(await admin.describe_cluster())
     finally:
         await admin.close()
@@ -105,7 +115,8 @@ async def _check_partitions(admin: AIOKafkaAdminClient, settings: Settings, exis
     partition count than `settings.partitions`: a worker then would answer
     the queries of only some partitions (a topic's count is fixed when it
     is created, by whoever creates it first)."""
-    wanted = {t.name: t.partitions for t in existing if t.name in (settings.graph_events_topic, settings.queries_topic)}
+    same = (settings.graph_events_topic, settings.queries_topic, settings.keys_topic)
+    wanted = {t.name: t.partitions for t in existing if t.name in same}
     if not wanted:
         return
     for topic in await admin.describe_topics(list(wanted)):
@@ -177,6 +188,23 @@ async def _check_retention(admin: AIOKafkaAdminClient, topic: str) -> None:
             "events can only start from a snapshot/checkpoint written after them (not from "
             "the beginning of the log); set %s=-1 on the topic to keep its whole history",
             topic, key, value, _DROPS[key].format(value), key,
+        )
+
+
+async def _check_turns_retention(admin: AIOKafkaAdminClient, settings: Settings) -> None:
+    """Warn (never fail) if the turns topic keeps turns longer than
+    `turns_retention_ms`: their text is there as published, so a forgotten
+    turn's words stay readable there that long."""
+    configs = await _retention_configs(admin, settings.turns_topic)
+    value = configs.get("retention.ms")
+    if value is None:
+        return
+    kept = int(value) if value.strip().lstrip("-").isdigit() else -1
+    if kept < 0 or kept > settings.turns_retention_ms:
+        log.warning(
+            "topic %s keeps turns %s: their text is there as published, so a forgotten turn's words stay "
+            "readable there that long (set retention.ms=%d on it, EMGAS_TURNS_RETENTION_MS)",
+            settings.turns_topic, "forever" if kept < 0 else f"{kept} ms", settings.turns_retention_ms,
         )
 
 

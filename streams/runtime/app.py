@@ -41,10 +41,11 @@ from faust.types import TP
 
 from emgas.processors.codec import decode_turn, encode
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import Forget, GraphEvent, SnapshotStarted
+from emgas.processors.events import Checkpoint as LogCheckpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
 from emgas.processors.extract import encode_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
 from emgas.state import encoder, kernels
+from emgas.state.rules import Outcome
 from emgas.streams.errors import ServingStopped
 from emgas.streams.kafka.partitioner import KeyPartitioner
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
@@ -54,6 +55,8 @@ from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App
 from emgas.streams.runtime.recovery import Recovery
+from emgas.replay.keyring import KeysUnavailable
+from emgas.streams.runtime.sealer import Produce, Sealer, opened
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -108,12 +111,19 @@ class Output:
     """Where the worker's results go: graph events to the log (keyed by
     graph, or to the log partition they are about) and dead letters."""
 
-    def __init__(self, app: faust.App, settings: Settings, metrics: Metrics) -> None:
-        self.app, self.settings, self.metrics = app, settings, metrics
+    def __init__(self, app: faust.App, settings: Settings, metrics: Metrics, sealer: Sealer) -> None:
+        self.app, self.settings, self.metrics, self.sealer = app, settings, metrics, sealer
 
     async def _send(self, event: GraphEvent) -> Any:
         key, partition = route(event)
-        return await self.app.producer.send(self.settings.graph_events_topic, key, encode(event), partition, None, None)
+        value = encode(event)
+        if isinstance(event, Snapshot):
+            value = await self.sealer.seal_snapshot_part(event, value)
+        ack = await self.app.producer.send(self.settings.graph_events_topic, key, value, partition, None, None)
+        if isinstance(event, LogCheckpoint):
+            await ack  # in the log before the snapshots it supersedes go
+            await self.sealer.checkpointed(event)
+        return ack
 
     async def send_event(self, event: GraphEvent) -> Any:
         """Produce a graph event; the future of its acknowledgement."""
@@ -143,6 +153,16 @@ class Output:
         return await self.app.producer.send_and_wait(topic, key, value, partition, None, None)
 
 
+def producing(app: faust.App) -> Produce:
+    """Sending one record (None: a tombstone) to a partition of any topic
+    with the app's producer; the future of its acknowledgement."""
+
+    async def produce(topic: str, key: bytes, value: bytes | None, partition: int) -> Any:
+        return await app.producer.send(topic, key, value, partition, None, None)
+
+    return produce
+
+
 def while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """`produce` for the query server, which runs beside Faust's services: a
     send after Faust stopped its producer (the worker is stopping: SIGINT, a
@@ -162,13 +182,15 @@ class Agents:
     """The worker's agents and timer: each decodes, calls one step, persists, emits."""
 
     def __init__(self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
-                 output: Output, extraction: Extraction, commit_hold_s: float = 0.0) -> None:
+                 output: Output, extraction: Extraction, commit_hold_s: float = 0.0,
+                 on_fatal: Callable[[Exception], Awaitable[None]] | None = None) -> None:
         self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
         self.output, self.extraction = output, extraction
         self.intake = Intake([settings.turns_topic, settings.graph_events_topic])
         self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
         self.pacing = CommitPacing(settings.state_commit_interval_s)
         self.compiled = False  # the fold's compiled loops loaded (`state.kernels`)
+        self.on_fatal = on_fatal  # what ends the worker (a sealed record it cannot open)
 
     def register(self, app: App) -> None:
         """Subscribe to the two topics and run the agents on their records, a
@@ -218,14 +240,17 @@ class Agents:
                 turns.append((record, turn))
             except DecodeError as err:
                 await output.to_dlq(record, err)
-        pending = []
+        extracted = []
         for (record, turn), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
             if isinstance(result, str):  # extraction failed on this turn only
                 await output.to_dlq(record, DecodeError("extraction_failed", result))
                 continue
-            pending.append(await output.app.producer.send(
-                settings.graph_events_topic, turn.graph_id.encode(), result, None, None, None
-            ))
+            extracted.append((turn.graph_id, turn.turn_id, turn.timestamp.isoformat(), result))
+        events = await output.sealer.seal_turns(extracted)  # their keys in the key topic first
+        pending = [
+            await output.app.producer.send(settings.graph_events_topic, graph_id.encode(), event, None, None, None)
+            for (graph_id, *_), event in zip(extracted, events)
+        ]
         await asyncio.gather(*pending)
         self.metrics.turns.inc(len(pending))
 
@@ -241,6 +266,13 @@ class Agents:
         checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
+        try:
+            records = await opened(self.output.sealer.keys, records)  # sealed turns and snapshots: what was sealed
+        except KeysUnavailable as err:
+            log.error("%s", err)
+            if self.on_fatal is not None:
+                await self.on_fatal(err)
+            raise
         for k, record in enumerate(records):
             if k and not k % DECODE_SLICE:
                 await asyncio.sleep(0)  # decoding a slice at a time too
@@ -275,6 +307,8 @@ class Agents:
             outcomes, due = await _pausing(worker.fold_steps(list(batch), datetime.now(timezone.utc), APPLY_PIECE))
         for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(batch, outcomes)).items():
             self.metrics.applied.labels(kind, outcome).inc(n)
+        for graph_id, turn_ids in _forgotten_again(batch, outcomes).items():
+            await self.output.sealer.erase_turns(graph_id, turn_ids)  # a forgotten turn sent again: its words too
         checkpoint.add(worker, due)
 
     async def apply_one(self, record: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
@@ -292,6 +326,8 @@ class Agents:
         wall = datetime.now(timezone.utc)
         outcome, due = worker.on_graph_event(graph_event, record.offset, wall, record.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
+        if isinstance(graph_event, Forget) and outcome is Outcome.APPLIED:
+            await self.output.sealer.forgotten(graph_event, record.offset)  # its turns' words unreadable in the log
         checkpoint.add(worker, due)
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a
@@ -315,6 +351,15 @@ class Agents:
                 # two batches: a tick they made due and a crash lost is due again.
                 worker.state.commit()
                 self.pacing.committed(worker)
+
+
+def _forgotten_again(batch: list[tuple[FoldEvent, int, bytes]], outcomes: list[Outcome]) -> dict[str, set[str]]:
+    """graph -> the turns of `batch` not applied because they were forgotten before."""
+    found: dict[str, set[str]] = {}
+    for (event, _, _), outcome in zip(batch, outcomes):
+        if outcome is Outcome.FORGOTTEN_TURN:
+            found.setdefault(event.graph_id, set()).add(event.turn_id)  # type: ignore[union-attr]  # a turn's outcome
+    return found
 
 
 async def _pausing(steps: Generator[None, None, T]) -> T:

@@ -18,12 +18,16 @@ import faust
 from emgas.processors.extract import extractor_id
 from emgas.state.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
-from emgas.streams.runtime.app import Agents, Extraction, Output, faust_app, health, refresh_gauges, while_running
+from emgas.streams.runtime.app import (
+    Agents, Extraction, Output, faust_app, health, producing, refresh_gauges, while_running,
+)
 from emgas.streams.runtime.membership import GroupWatch, watch_group
 from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
 from emgas.streams.runtime.recovery import Recovery
+from emgas.streams.runtime.sealer import Sealer
+from emgas.streams.kafka.reader import key_ring
 from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.runtime.viewer import register_viewer
 from emgas.streams.runtime.warming import start_warming
@@ -101,21 +105,24 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         settings.worker_data_dir / "state", settings.graph, settings.activation, settings.extraction,
         settings.worker_name, SnapshotPolicy(settings.snapshot_min_bytes, settings.snapshot_ratio),
     )
-    output = Output(app, settings, metrics)
+    kek = settings.kek(create=settings.seal)  # the embedded default's file made by the first worker that seals
+    keys = key_ring(settings, kek)  # one per worker: what recovery reads of the key topic, the agents use
+    sealer = Sealer(kek if settings.seal else None, keys, settings.keys_topic, settings.partitions, producing(app))
+    output = Output(app, settings, metrics, sealer)
     fatal: list[str] = []
 
     async def stop_for(err: Exception) -> None:
         fatal.append(str(err))
         await app.crash(err)
 
-    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming)
+    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming, keys)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
     rebalances = RebalanceStart(recovery)
     app.on_partitions_assigned.connect(rebalances.on_assigned)  # type: ignore[arg-type]
     app.sensors.add(rebalances)
     agents = Agents(settings, states, recovery, metrics, output,
-                    Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s)
+                    Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s, stop_for)
     agents.register(app)
     # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
     server = QueryServer(settings, states, recovery, metrics, while_running(output.send),

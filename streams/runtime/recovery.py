@@ -40,6 +40,7 @@ from aiokafka.errors import KafkaError
 from emgas.processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
 from emgas.replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
 from emgas.replay.fold import Selection
+from emgas.replay.keyring import KeyRing, KeysUnavailable
 from emgas.replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
 from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
@@ -76,9 +77,10 @@ class Recovery:
     def __init__(
         self, settings: Settings, states: PartitionStates, append: Append | None = None,
         metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
-        warming: Warming | None = None,
+        warming: Warming | None = None, keys: KeyRing | None = None,
     ) -> None:
         self.settings = settings
+        self.keys = keys  # the worker's key ring: the keys it read stay read
         self.states = states
         self.append = append
         self.metrics = metrics
@@ -164,7 +166,7 @@ class Recovery:
         self._queued.pop(partition, None)  # an earlier catch-up's, ended without serving
         try:
             read = await self._read_to_end(partition)
-        except LogResetStop as err:
+        except (LogResetStop, KeysUnavailable) as err:
             log.error("%s", err)
             if self.on_fatal is not None:
                 await self.on_fatal(err)
@@ -205,7 +207,7 @@ class Recovery:
             # ends first (`PartitionStates.folding`), then the log after it is read.
             await self.states.settled(partition)
             try:
-                async with log_reader(self.settings) as reader:
+                async with log_reader(self.settings, self.keys) as reader:
                     worker = await self._reconcile(reader, partition)
                     # The graphs a checkpoint restored: their concept vectors read from
                     # disk on the background encoder's thread while the log after it is
@@ -218,7 +220,7 @@ class Recovery:
                 # Serve what there is, loudly: `emgas replay --verify` shows the gap.
                 self._report(partition, "truncated", "served as it is", str(err))
                 return 0
-            except LogResetStop:
+            except (LogResetStop, KeysUnavailable):
                 raise
             except Exception as err:  # noqa: BLE001 - see the docstring
                 self._failed_tries[partition] = self._failed_tries.get(partition, 0) + 1

@@ -13,7 +13,7 @@ def test_the_compiled_loops_load_on_a_thread_before_the_first_batch_only(monkeyp
     loads = []
     monkeypatch.setattr(app.kernels, "warm", lambda: loads.append(threading.current_thread()))
     states = SimpleNamespace(reading=lambda partition: False, commit=None)
-    output = SimpleNamespace(send_event=None)
+    output = SimpleNamespace(send_event=None, sealer=SimpleNamespace(keys=None))
     agents = app.Agents(Settings(), states, recovery=None, metrics=None, output=output, extraction=None)
 
     async def two_batches():

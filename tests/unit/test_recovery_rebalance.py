@@ -121,7 +121,7 @@ class Reader:
     [RuntimeError("a bug"), LogUnavailable("away")],      # anything else too: a dead task serves nothing
 ])
 async def test_a_catch_up_that_fails_is_tried_again_until_the_partition_is_ready(monkeypatch, caplog, failures):
-    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings, keys=None: Reader())
     monkeypatch.setattr(recovery_module, "RETRY_S", 0.0)
     tries = len(failures)
     recovery = FailingRecovery(list(failures))
@@ -161,7 +161,7 @@ class OrderedRecovery(Recovery):
 ])
 async def test_a_restored_graphs_vectors_are_prefetched_before_the_log_after_it_is_folded(monkeypatch, warmed, expected):
     steps: list[str] = []
-    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings, keys=None: Reader())
     monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: steps.append("prefetched") or 2)
     recovery = OrderedRecovery(Warmed(warmed), steps)
     await recovery.on_assigned(None, tps(3))
@@ -174,7 +174,7 @@ async def test_the_encoder_is_built_once_a_while_after_the_first_partition_serve
     # and not at once (its build would slow the queries waiting for the partition).
     steps: list[str] = []
     built = asyncio.Event()
-    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings, keys=None: Reader())
     monkeypatch.setattr(recovery_module, "ENCODER_AFTER_S", 0.05)
     monkeypatch.setattr(recovery_module, "build_encoder_ahead", lambda params: steps.append("encoder") or built.set())
     recovery = OrderedRecovery(Warmed(True), steps)
@@ -215,7 +215,7 @@ class RetriedRecovery(OrderedRecovery):
 async def test_vectors_prefetched_by_a_try_that_failed_are_counted_with_the_catch_ups(monkeypatch):
     steps: list[str] = []
     handed = iter([2, 0, 1])  # the first try hands 2 over; the second finds them handed over; the caught-up state 1 more
-    monkeypatch.setattr(recovery_module, "log_reader", lambda settings: Reader())
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings, keys=None: Reader())
     monkeypatch.setattr(recovery_module, "RETRY_S", 0.0)
     monkeypatch.setattr(recovery_module, "prefetch_graphs", lambda state, params: steps.append("prefetched") or next(handed))
     recovery = RetriedRecovery(Warmed(True), steps)

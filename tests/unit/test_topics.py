@@ -87,9 +87,11 @@ SETTINGS = Settings(broker="kafka:9092", replies_retention_ms=60_000, dlq_retent
         ("emgas.graph-events", {"retention.ms": "-1", "retention.bytes": "-1"}),  # source of truth
         ("emgas.replies", {"retention.ms": "60000"}),
         ("emgas.dlq", {"retention.ms": "86400000"}),
-        ("emgas.turns", None),  # broker default
+        ("emgas.turns", {"retention.ms": str(7 * 86_400_000)}),  # bounds a forgotten turn's text there
         ("emgas.queries", {"retention.ms": "60000"}),  # answered within the timeout or never: as replies
         ("emgas.owners", {"cleanup.policy": "compact"}),  # the latest announcement per partition
+        ("emgas.keys", {"cleanup.policy": "compact", "segment.ms": "3600000", "max.compaction.lag.ms": "3600000",
+                        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"}),  # erased within the hour
     ],
 )
 def test_topic_configs(topic, expected):
@@ -123,8 +125,10 @@ class FakeAdmin:
     """What ensure_topics asks of aiokafka's admin client, answered like a
     real Kafka (or like the mock cluster, with `mock=True`)."""
 
-    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None, unknown_for=0, error=3, partitions=None):
+    def __init__(self, existing=(), retention_ms="-1", mock=False, refuse=None, unknown_for=0, error=3, partitions=None,
+                 turns_retention_ms=str(SETTINGS.turns_retention_ms)):
         self.existing, self.retention_ms, self.mock, self.refuse = list(existing), retention_ms, mock, refuse
+        self.turns_retention_ms = turns_retention_ms  # what the turns topic answers
         # topic -> partition count of the existing topics (default: as SETTINGS would create them)
         self.partitions = {t.name: t.partitions for t in SETTINGS.topics()} | (partitions or {})
         self.created = []
@@ -159,6 +163,9 @@ class FakeAdmin:
     async def describe_configs(self, resources):
         if self.mock:
             raise IncompatibleBrokerVersion("DescribeConfigsRequest cannot be used")
+        if [r.name for r in resources] == [SETTINGS.turns_topic]:
+            entries = [("retention.ms", self.turns_retention_ms, False, 5, False)]
+            return [SimpleNamespace(resources=[(0, None, 2, r.name, entries) for r in resources])]
         self.described += 1
         if self.described <= self.unknown_for:
             return [SimpleNamespace(resources=[(self.error, "not yet", 2, r.name, []) for r in resources])]
@@ -265,3 +272,18 @@ async def test_a_worker_refuses_a_log_of_another_partition_count(monkeypatch, pa
             await kafka_topics.ensure_topics(SETTINGS)
     else:
         await kafka_topics.ensure_topics(SETTINGS)
+
+
+@pytest.mark.parametrize("kept, warned", [
+    (str(7 * 86_400_000), False), (str(86_400_000), False),  # as configured, or shorter
+    (str(8 * 86_400_000), True), ("-1", True),  # longer, or forever: a forgotten turn's text stays
+])
+async def test_a_turns_topic_that_keeps_turns_longer_than_configured_is_a_warning(monkeypatch, caplog, kept, warned):
+    names = [t.name for t in SETTINGS.topics()]
+    monkeypatch.setattr(kafka_topics, "AIOKafkaAdminClient", FakeAdmin(names, turns_retention_ms=kept))
+    with caplog.at_level(logging.WARNING, logger="emgas.streams.kafka.topics"):
+        await kafka_topics.ensure_topics(SETTINGS)
+    warnings = [r.getMessage() for r in caplog.records if "emgas.turns" in r.getMessage()]
+    assert bool(warnings) == warned
+    if warned:
+        assert "forgotten turn" in warnings[0] and "retention.ms=604800000" in warnings[0]

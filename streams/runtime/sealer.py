@@ -1,0 +1,144 @@
+"""A worker's sealing: data keys made, written, used and erased (`processors.sealing`).
+
+- A turn's `turn_ingested` event is sealed under a key of its own, a
+  snapshot's parts under one key per snapshot. Each key is written to the
+  key topic, in its graph's partition, and acknowledged before the record
+  it seals is sent, so whoever reads that record can find its key.
+- The records the apply agent takes are opened with the worker's ring
+  (`replay.keyring`), which holds the keys it wrote and those it read.
+- Applying a forget erases the forgotten turns' keys (tombstones) at once,
+  and the keys of the graph's snapshots written before the forget once a
+  checkpoint lists a snapshot written after it: recovery starts from the
+  latest checkpoint, so it never needs a snapshot whose key is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import defaultdict
+from typing import Any, Awaitable, Callable
+
+from emgas.processors.events import Checkpoint, Forget, Snapshot
+from emgas.processors.sealing import (
+    KEY_BYTES, NONCE_BYTES, Envelope, KeyEncryptionKey, seal, snapshot_key_id, turn_key_id, turn_of_key_id,
+)
+from emgas.replay.keyring import KeyRing
+from emgas.replay.reader import partition_of
+
+log = logging.getLogger(__name__)
+# (topic, key, value or None for a tombstone, partition) -> the future of its acknowledgement
+Produce = Callable[[str, bytes, bytes | None, int], Awaitable[Any]]
+
+
+class Sealer:
+    """Seals what a worker writes and erases what a forget names; `kek`
+    None: it seals nothing (`EMGAS_SEAL=false`) but still opens and erases."""
+
+    def __init__(self, kek: KeyEncryptionKey | None, keys: KeyRing, topic: str, partitions: int,
+                 produce: Produce) -> None:
+        self.kek, self.keys, self.topic, self.partitions = kek, keys, topic, partitions
+        self._produce = produce
+        self._snapshot_keys: dict[tuple[str, int], bytes] = {}  # (graph, as_of) -> data key, while its parts go
+        self._after_checkpoint: dict[tuple[int, str], int] = {}  # (partition, graph) -> offset of its last forget
+
+    @property
+    def seals(self) -> bool:
+        return self.kek is not None
+
+    async def seal_turns(self, turns: list[tuple[str, str, str, bytes]]) -> list[bytes]:
+        """(graph id, turn id, event time, turn_ingested bytes) -> the sealed
+        events, their keys written and acknowledged first."""
+        if self.kek is None:
+            return [event for *_, event in turns]
+        made = []
+        for graph_id, turn_id, timestamp, event in turns:
+            envelope = Envelope(graph_id, turn_key_id(turn_id, os.urandom(6).hex()), "turn_ingested", timestamp)
+            made.append((envelope, event, os.urandom(KEY_BYTES)))
+        await self._write_keys([(envelope, data_key) for envelope, _, data_key in made])
+        return [seal(event, envelope, data_key, os.urandom(NONCE_BYTES)) for envelope, event, data_key in made]
+
+    async def seal_snapshot_part(self, part: Snapshot, value: bytes) -> bytes:
+        """A snapshot part sealed under its snapshot's key (made and written
+        with its first part sent)."""
+        if self.kek is None:
+            return value
+        envelope = Envelope(part.graph_id, snapshot_key_id(part.as_of), "snapshot", part.timestamp.isoformat())
+        at = (part.graph_id, part.as_of)
+        data_key = self._snapshot_keys.get(at)
+        if data_key is None:
+            data_key = self._snapshot_keys[at] = os.urandom(KEY_BYTES)
+            await self._write_keys([(envelope, data_key)])
+        if part.part == part.parts - 1:
+            self._snapshot_keys.pop(at, None)
+        return seal(value, envelope, data_key, os.urandom(NONCE_BYTES))
+
+    async def _write_keys(self, keys: list[tuple[Envelope, bytes]]) -> None:
+        assert self.kek is not None
+        acks = []
+        for envelope, data_key in keys:
+            partition = self._partition(envelope.graph_id)
+            value = self.kek.wrap(data_key)
+            self.keys.add(partition, envelope.key, value)
+            acks.append(await self._produce(self.topic, envelope.key, value, partition))
+        await asyncio.gather(*acks)
+
+    def _partition(self, graph_id: str) -> int:
+        return partition_of(graph_id.encode(), self.partitions)
+
+    async def forgotten(self, forget: Forget, offset: int) -> None:
+        """A forget applied at `offset`: its turns' keys erased now, its
+        graph's older snapshots' keys once a checkpoint lists a newer one."""
+        partition = self._partition(forget.graph_id)
+        erased = await self.erase_turns(forget.graph_id, None if forget.whole_graph else set(forget.turn_ids))
+        self._after_checkpoint[(partition, forget.graph_id)] = offset
+        log.info("forget of graph %r: %d turn keys erased", forget.graph_id, erased)
+
+    async def erase_turns(self, graph_id: str, turn_ids: set[str] | None) -> int:
+        """Erase the keys of every sealing of `turn_ids` of the graph (None:
+        of all its turns), read to the key partition's end first; how many."""
+        partition = self._partition(graph_id)
+        await self.keys.refresh(partition)
+        erased = [k for k in self.keys.graph_keys(partition, graph_id, "turn/")
+                  if turn_ids is None or turn_of_key_id(k.decode().partition("\x00")[2]) in turn_ids]
+        await self._erase(partition, erased)
+        return len(erased)
+
+    async def checkpointed(self, checkpoint: Checkpoint) -> None:
+        """A checkpoint is in the log: the snapshots it supersedes of the
+        graphs forgotten from are erased."""
+        partition = checkpoint.partition
+        newest = {loc.graph_id: loc.as_of for loc in checkpoint.snapshots}
+        for (p, graph_id), forget_offset in list(self._after_checkpoint.items()):
+            if p != partition or newest.get(graph_id, -1) <= forget_offset:
+                continue
+            await self.keys.refresh(partition)
+            older = [k for k in self.keys.graph_keys(partition, graph_id, "snapshot/")
+                     if int(k.rsplit(b"/", 1)[1]) < newest[graph_id]]
+            await self._erase(partition, older)
+            del self._after_checkpoint[(p, graph_id)]
+            log.info("graph %r: %d snapshot keys from before its forget erased", graph_id, len(older))
+
+    async def _erase(self, partition: int, keys: list[bytes]) -> None:
+        acks = [await self._produce(self.topic, key, None, partition) for key in keys]
+        await asyncio.gather(*acks)
+        self.keys.drop(partition, keys)
+
+
+def by_partition(records: list[Any]) -> dict[int, list[int]]:
+    """The indices of `records` per partition, in order."""
+    found: dict[int, list[int]] = defaultdict(list)
+    for k, record in enumerate(records):
+        found[record.partition].append(k)
+    return found
+
+
+async def opened(keys: KeyRing, records: list[Any]) -> list[Any]:
+    """`records` (of any partitions) with their sealed ones opened."""
+    result = list(records)
+    for partition, indices in by_partition(records).items():
+        part = await keys.open(partition, [records[k] for k in indices], lambda r: int(r.timestamp or 0))
+        for k, record in zip(indices, part):
+            result[k] = record
+    return result
