@@ -52,17 +52,26 @@ def topic_configs(settings: Settings) -> dict[str, dict[str, str]]:
     erasure = str(settings.key_erasure_ms)
     return {
         settings.graph_events_topic: {"retention.ms": "-1", "retention.bytes": "-1"},
-        settings.turns_topic: {"retention.ms": str(settings.turns_retention_ms)},
+        settings.turns_topic: _deleted_after(settings.turns_retention_ms),
         settings.keys_topic: {
             "cleanup.policy": "compact", "segment.ms": erasure, "max.compaction.lag.ms": erasure,
             "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
         },
-        settings.replies_topic: {"retention.ms": str(settings.replies_retention_ms)},
+        settings.replies_topic: _deleted_after(settings.replies_retention_ms),
         # Queries are answered within their timeout or never: kept as long as replies.
-        settings.queries_topic: {"retention.ms": str(settings.replies_retention_ms)},
-        settings.dlq_topic: {"retention.ms": str(settings.dlq_retention_ms)},
+        settings.queries_topic: _deleted_after(settings.replies_retention_ms),
+        settings.dlq_topic: _deleted_after(settings.dlq_retention_ms),
         settings.owners_topic: {"cleanup.policy": "compact"},  # the latest owner of each partition
     }
+
+
+def _deleted_after(retention_ms: int) -> dict[str, str]:
+    """A topic whose records go `retention_ms` after they came. Kafka deletes
+    whole segments, and only those it has rolled (on a record that comes
+    after the segment's `segment.ms`, default a week): so segments roll
+    within the retention too (a day at most), or a record would stay up to
+    a week longer than the retention says."""
+    return {"retention.ms": str(retention_ms), "segment.ms": str(min(retention_ms, 86_400_000))}
 
 
 def finite_retention(configs: dict[str, str | None]) -> dict[str, str]:

@@ -107,7 +107,8 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     )
     kek = settings.kek(create=settings.seal)  # the embedded default's file made by the first worker that seals
     keys = key_ring(settings, kek)  # one per worker: what recovery reads of the key topic, the agents use
-    sealer = Sealer(kek if settings.seal else None, keys, settings.keys_topic, settings.partitions, producing(app))
+    sealer = Sealer(kek if settings.seal else None, keys, settings.keys_topic, settings.partitions, producing(app),
+                    settings.key_erasure_ms / 1000)
     output = Output(app, settings, metrics, sealer)
     fatal: list[str] = []
 

@@ -28,6 +28,8 @@ from emgas.replay.keyring import KeyRing
 from emgas.replay.reader import partition_of
 
 log = logging.getLogger(__name__)
+ROLL_KEY = b"\x00roll"  # no graph's: graph ids hold no control character
+ROLL_MARGIN_S = 1.0
 # (topic, key, value or None for a tombstone, partition) -> the future of its acknowledgement
 Produce = Callable[[str, bytes, bytes | None, int], Awaitable[Any]]
 
@@ -37,9 +39,11 @@ class Sealer:
     None: it seals nothing (`EMGAS_SEAL=false`) but still opens and erases."""
 
     def __init__(self, kek: KeyEncryptionKey | None, keys: KeyRing, topic: str, partitions: int,
-                 produce: Produce) -> None:
+                 produce: Produce, roll_after_s: float = 3600.0) -> None:
         self.kek, self.keys, self.topic, self.partitions = kek, keys, topic, partitions
         self._produce = produce
+        self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_erase`
+        self._rolls: dict[int, asyncio.TimerHandle] = {}  # partition -> its roll, pending
         self._snapshot_keys: dict[tuple[str, int], bytes] = {}  # (graph, as_of) -> data key, while its parts go
         self._after_checkpoint: dict[tuple[int, str], int] = {}  # (partition, graph) -> offset of its last forget
 
@@ -121,9 +125,28 @@ class Sealer:
             log.info("graph %r: %d snapshot keys from before its forget erased", graph_id, len(older))
 
     async def _erase(self, partition: int, keys: list[bytes]) -> None:
+        """Tombstones for `keys`. Kafka compacts only segments it has rolled,
+        and it rolls one only when a record comes after its `segment.ms`: so
+        a record with no key of its own (`ROLL_KEY`, a tombstone too) follows
+        a little after that, and the erased keys go within the topic's
+        `max.compaction.lag.ms` of it, however quiet the partition."""
+        if not keys:
+            return
         acks = [await self._produce(self.topic, key, None, partition) for key in keys]
         await asyncio.gather(*acks)
         self.keys.drop(partition, keys)
+        if partition not in self._rolls:
+            loop = asyncio.get_running_loop()
+            self._rolls[partition] = loop.call_later(self.roll_after_s + ROLL_MARGIN_S, self._roll_soon, partition)
+
+    def _roll_soon(self, partition: int) -> None:
+        task = asyncio.ensure_future(self._roll(partition))
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped producer: next time
+
+    async def _roll(self, partition: int) -> None:
+        self._rolls.pop(partition, None)
+        await (await self._produce(self.topic, ROLL_KEY, None, partition))
+        log.debug("key partition %s rolled, so its erased keys can be compacted away", partition)
 
 
 def by_partition(records: list[Any]) -> dict[int, list[int]]:

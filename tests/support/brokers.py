@@ -80,13 +80,14 @@ class TestBroker:
 
 
 def start_test_broker(settings: Settings, directory: Path, kind: Literal["kafka", "mock"] = "kafka",
-                      nodes: int = 1) -> TestBroker:
-    """A broker with every topic of `settings` created (its partitions, its configs)."""
+                      nodes: int = 1, properties: dict[str, str] | None = None) -> TestBroker:
+    """A broker with every topic of `settings` created (its partitions, its
+    configs); `properties`: more server properties of a Kafka."""
     if kind == "mock":
         cluster = start_embedded(settings, brokers=nodes)
         return TestBroker("mock", cluster.bootstrap_servers, mock=cluster)
     java, jars = require_kafka()
-    kafka = KafkaCluster.create(directory, jars, java, size=nodes, heap=TEST_HEAP)  # type: ignore[arg-type]
+    kafka = KafkaCluster.create(directory, jars, java, size=nodes, heap=TEST_HEAP, properties=properties)  # type: ignore[arg-type]
     start_with_topics(kafka, settings.model_copy(update={"replication_factor": nodes}))
     return TestBroker("kafka", kafka.bootstrap_servers, kafka=kafka)
 

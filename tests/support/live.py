@@ -77,14 +77,19 @@ STATIC = GraphParams(window_s=0, consolidate_every_s=0, retrieval_boost=0, idle_
 
 @contextlib.contextmanager
 def live_pipeline(
-    home: Path, partitions: int, workers: int = 1, graph: GraphParams = STATIC, broker: str = "kafka", nodes: int = 1
+    home: Path, partitions: int, workers: int = 1, graph: GraphParams = STATIC, broker: str = "kafka", nodes: int = 1,
+    topics: dict[str, int] | None = None, broker_properties: dict[str, str] | None = None,
 ) -> Iterator[Live]:
     """A broker (`nodes` Kafka nodes, every topic replicated on each) whose
-    graph topics have `partitions` partitions, with workers."""
+    graph topics have `partitions` partitions, with workers; `topics`: more
+    settings of the topics' configs (e.g. `turns_retention_ms`; the workers
+    need them in their environment too, for the few that read them);
+    `broker_properties`: more server properties of a Kafka."""
     home.mkdir(parents=True, exist_ok=True)
     base = Settings(home=home, partitions=partitions, turn_partitions=partitions, query_timeout_s=20, graph=graph,
-                    replication_factor=nodes)
-    cluster = start_test_broker(base, home / "kafka", broker, nodes=nodes)  # type: ignore[arg-type]
+                    replication_factor=nodes, **(topics or {}))
+    cluster = start_test_broker(base, home / "kafka", broker, nodes=nodes,  # type: ignore[arg-type]
+                                properties=broker_properties)
     live = Live(base.model_copy(update={"broker": cluster.bootstrap_servers}), cluster, home)
     try:
         for i in range(workers):

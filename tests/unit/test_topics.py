@@ -85,10 +85,10 @@ SETTINGS = Settings(broker="kafka:9092", replies_retention_ms=60_000, dlq_retent
     "topic, expected",
     [
         ("emgas.graph-events", {"retention.ms": "-1", "retention.bytes": "-1"}),  # source of truth
-        ("emgas.replies", {"retention.ms": "60000"}),
-        ("emgas.dlq", {"retention.ms": "86400000"}),
-        ("emgas.turns", {"retention.ms": str(7 * 86_400_000)}),  # bounds a forgotten turn's text there
-        ("emgas.queries", {"retention.ms": "60000"}),  # answered within the timeout or never: as replies
+        ("emgas.replies", {"retention.ms": "60000", "segment.ms": "60000"}),  # segments roll within it
+        ("emgas.dlq", {"retention.ms": "86400000", "segment.ms": "86400000"}),
+        ("emgas.turns", {"retention.ms": str(7 * 86_400_000), "segment.ms": "86400000"}),  # a forgotten turn's text
+        ("emgas.queries", {"retention.ms": "60000", "segment.ms": "60000"}),  # answered in time or never: as replies
         ("emgas.owners", {"cleanup.policy": "compact"}),  # the latest announcement per partition
         ("emgas.keys", {"cleanup.policy": "compact", "segment.ms": "3600000", "max.compaction.lag.ms": "3600000",
                         "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"}),  # erased within the hour
@@ -103,8 +103,8 @@ def test_topic_configs(topic, expected):
 def test_topic_configs_follow_renamed_topics_and_default_retentions():
     configs = kafka_topics.topic_configs(Settings(broker="k:1", graph_events_topic="t.events"))
     assert configs["t.events"]["retention.ms"] == "-1"
-    assert configs["emgas.replies"] == {"retention.ms": str(3_600_000)}
-    assert configs["emgas.dlq"] == {"retention.ms": str(30 * 86_400_000)}
+    assert configs["emgas.replies"] == {"retention.ms": str(3_600_000), "segment.ms": str(3_600_000)}
+    assert configs["emgas.dlq"] == {"retention.ms": str(30 * 86_400_000), "segment.ms": str(86_400_000)}
 
 
 @pytest.mark.parametrize(
