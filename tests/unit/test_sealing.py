@@ -1,0 +1,272 @@
+"""Sealing a turn's words in the log (`processors.sealing`), opening them
+with the keys of the key topic (`replay.keyring`), and folding a log whose
+forgotten turns' keys are gone."""
+
+import asyncio
+import base64
+import os
+import stat
+from datetime import timedelta
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from pydantic import SecretStr
+
+from emgas.processors.codec import decode_graph_event, encode
+from emgas.processors.events import Forget, Sealed, TurnIngested
+from emgas.processors.sealing import (
+    Envelope, KeyEncryptionKey, SealError, envelope_of, is_sealed, key_record_key, open_sealed, seal, turn_key_id,
+    turn_of_key_id,
+)
+from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.keyring import KeyRing, KeysUnavailable
+from emgas.replay.reader import LogRecord
+from emgas.state.digest import partition_digests
+from emgas.state.memory import MemoryStore
+from emgas.state.projector import Outcome, PartitionState
+from emgas.streams.errors import ConfigError
+from emgas.streams.kek import load_kek
+from emgas.tools.driver import LocalLog
+from tests.support.factories import FAST, T0, VOCAB, ingested
+
+KEK = KeyEncryptionKey(bytes(range(32)))
+ASKED = T0 + timedelta(days=400)
+TOPIC = "emgas.keys"
+
+
+def sealed_turn(event: TurnIngested, data_key: bytes, tag: str = "a1") -> bytes:
+    envelope = Envelope(event.graph_id, turn_key_id(event.turn_id, tag), "turn_ingested", event.timestamp.isoformat())
+    return seal(encode(event), envelope, data_key, os.urandom(12))
+
+
+# -- sealing and opening ---------------------------------------------------------
+
+
+@settings(max_examples=50, deadline=None)
+@given(body=st.binary(max_size=3000), graph=st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1),
+       turn=st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1))
+def test_what_is_sealed_opens_to_the_same_bytes_under_its_key_and_envelope(body, graph, turn):
+    key = os.urandom(32)
+    raw = seal(body, Envelope(graph, turn_key_id(turn, "t0"), "turn_ingested", "2026-01-01T00:00:00+00:00"), key,
+               os.urandom(12))
+    assert is_sealed(raw) and body not in raw or len(body) < 4  # the words are not in clear
+    envelope, data = envelope_of(raw)
+    assert (envelope.graph_id, turn_of_key_id(envelope.key_id)) == (graph, turn)
+    assert open_sealed(envelope, data, key) == body
+
+
+def test_a_sealed_turn_shows_only_its_envelope():
+    event = ingested("g", "t1", {"secret": 0.9}, text="my secret locker code")
+    raw = sealed_turn(event, os.urandom(32))
+    assert b"secret" not in raw and b"locker" not in raw
+    model = decode_graph_event(raw)  # a reader without its key sees a valid event, with nothing in clear
+    assert isinstance(model, Sealed) and model.graph_id == "g" and turn_of_key_id(model.key_id) == "t1"
+    assert model.timestamp == event.timestamp
+
+
+@pytest.mark.parametrize("change", [
+    {"graph_id": "other"},  # moved to another graph
+    {"key_id": "turn/a1/t2"},  # or to another turn
+    {"sealed_type": "snapshot"},  # or passed off as another kind of record
+    {"data": base64.b64encode(b"\0" * 64).decode()},  # or tampered with
+])
+def test_a_sealed_record_moved_or_tampered_with_does_not_open(change):
+    key = os.urandom(32)
+    obj = orjson.loads(sealed_turn(ingested("g", "t1", {"kafka": 0.5}), key))
+    envelope, data = envelope_of(orjson.dumps({**obj, **change}))
+    with pytest.raises(SealError):
+        open_sealed(envelope, data, key)
+
+
+def test_another_data_key_does_not_open_it():
+    raw = sealed_turn(ingested("g", "t1", {"kafka": 0.5}), os.urandom(32))
+    with pytest.raises(SealError):
+        open_sealed(*envelope_of(raw), os.urandom(32))
+
+
+@pytest.mark.parametrize("key_id, turn", [
+    ("turn/ab12/t1", "t1"), ("turn/ab12/a/b/c", "a/b/c"), ("snapshot/120", None), ("turn/ab12/", ""),
+])
+def test_a_turns_key_id_names_its_turn(key_id, turn):
+    assert turn_of_key_id(key_id) == turn
+
+
+def test_a_data_key_unwraps_under_its_key_encryption_key_only():
+    data_key = os.urandom(32)
+    record = KEK.wrap(data_key)
+    assert KEK.unwrap(record) == data_key and data_key not in record
+    other = KeyEncryptionKey(bytes(32))
+    with pytest.raises(SealError, match=f"key-encryption key {KEK.fingerprint}, not this one"):
+        other.unwrap(record)
+    with pytest.raises(SealError, match="not a key record"):
+        KEK.unwrap(b"{}")
+    assert "secret" not in repr(KEK) and KEK.secret.hex() not in repr(KEK)
+
+
+# -- the key-encryption key ------------------------------------------------------------
+
+
+def test_the_default_key_encryption_key_is_made_once_readable_by_its_owner_only(tmp_path):
+    assert load_kek(None, None, tmp_path, create=False) is None
+    made = load_kek(None, None, tmp_path, create=True)
+    assert made is not None and load_kek(None, None, tmp_path, create=True) == made
+    assert stat.S_IMODE((tmp_path / "key-encryption-key").stat().st_mode) == 0o600
+
+
+def test_a_configured_key_encryption_key_comes_from_the_setting_or_its_file(tmp_path):
+    text = base64.b64encode(bytes(range(32))).decode()
+    (tmp_path / "kek").write_text(text + "\n")
+    assert load_kek(SecretStr(text), None, tmp_path, create=True) == KEK
+    assert load_kek(None, tmp_path / "kek", tmp_path, create=True) == KEK
+    assert not (tmp_path / "key-encryption-key").exists()  # none made beside a configured one
+
+
+@pytest.mark.parametrize("secret, file, message", [
+    ("c2hvcnQ=", None, "base64 of 32 bytes"),
+    ("not base64!", None, "base64 of 32 bytes"),
+    (base64.b64encode(bytes(32)).decode(), "kek", "not both"),
+    (None, "missing", "does not exist"),
+])
+def test_an_unusable_key_encryption_key_is_a_config_error(tmp_path, secret, file, message):
+    (tmp_path / "kek").write_text(base64.b64encode(bytes(32)).decode())
+    with pytest.raises(ConfigError, match=message):
+        load_kek(SecretStr(secret) if secret else None, tmp_path / file if file else None, tmp_path, create=True)
+
+
+# -- the key ring ----------------------------------------------------------------------
+
+
+class KeyTopic:
+    """One partition of a key topic, read as `LogReader` reads it."""
+
+    def __init__(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.records = records
+        self.reads = 0
+
+    def __call__(self) -> "KeyTopic":
+        return self
+
+    async def __aenter__(self) -> "KeyTopic":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def bounds(self, topic, partitions):  # noqa: ANN001, ANN201
+        return {p: (0, len(self.records)) for p in partitions}
+
+    async def read(self, topic, partition, start, stop):  # noqa: ANN001, ANN201
+        self.reads += 1
+        yield [LogRecord(partition, k, 0, key, value) for k, (key, value) in enumerate(self.records) if start <= k < stop]
+
+
+def records_of(values: list[bytes]) -> list[LogRecord]:
+    return [LogRecord(0, k, 0, b"g", value) for k, value in enumerate(values)]
+
+
+def test_the_ring_opens_sealed_records_with_the_keys_it_reads_and_leaves_the_rest():
+    event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
+    sealed = sealed_turn(event, data_key)
+    plain = encode(ingested("g", "t2", {"lag": 0.5}))
+    topic = KeyTopic([(key_record_key("g", turn_key_id("t1", "a1")), KEK.wrap(data_key))])
+    ring = KeyRing(KEK, TOPIC, topic)
+    opened = asyncio.run(ring.open(0, records_of([sealed, plain]), lambda r: r.timestamp_ms))
+    assert [r.value for r in opened] == [encode(event), plain]
+    assert asyncio.run(ring.open(0, records_of([sealed]), lambda r: r.timestamp_ms))[0].value == encode(event)
+    assert topic.reads == 1  # the key was held after the first read
+
+
+def test_a_record_whose_key_was_erased_stays_sealed_and_folds_to_nothing():
+    event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
+    key = key_record_key("g", turn_key_id("t1", "a1"))
+    ring = KeyRing(KEK, TOPIC, KeyTopic([(key, KEK.wrap(data_key)), (key, None)]))  # written, then erased
+    opened = asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))
+    assert is_sealed(opened[0].value) and ring.erased == 1
+    state = PartitionState(MemoryStore(), FAST)
+    assert state.apply(decode_graph_event(opened[0].value), 0) is Outcome.ERASED
+    assert not list(partition_digests(state.repo))
+
+
+def test_sealed_records_without_a_key_encryption_key_are_refused_not_skipped():
+    ring = KeyRing(None, TOPIC, KeyTopic([]))
+    plain = records_of([encode(ingested("g", "t2", {"lag": 0.5}))])
+    assert asyncio.run(ring.open(0, plain, lambda r: r.timestamp_ms)) == plain
+    with pytest.raises(KeysUnavailable, match="no key-encryption key"):
+        asyncio.run(ring.open(0, records_of([sealed_turn(ingested("g", "t1", {"k": 0.5}), os.urandom(32))]),
+                              lambda r: r.timestamp_ms))
+
+
+def test_keys_wrapped_by_another_key_encryption_key_are_refused():
+    data_key = os.urandom(32)
+    topic = KeyTopic([(key_record_key("g", turn_key_id("t1", "a1")), KeyEncryptionKey(bytes(32)).wrap(data_key))])
+    with pytest.raises(KeysUnavailable, match="not this one"):
+        asyncio.run(KeyRing(KEK, TOPIC, topic).open(0, records_of([sealed_turn(ingested("g", "t1", {"k": 0.5}), data_key)]),
+                                                     lambda r: r.timestamp_ms))
+
+
+def test_keys_written_here_open_without_reading_the_topic():
+    event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
+    topic = KeyTopic([])
+    ring = KeyRing(KEK, TOPIC, topic)
+    ring.add(0, key_record_key("g", turn_key_id("t1", "a1")), KEK.wrap(data_key))
+    assert asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))[0].value == encode(event)
+    assert topic.reads == 0
+
+
+# -- a log whose forgotten turns' keys are gone ---------------------------------------------
+
+
+turn_specs = st.lists(
+    st.tuples(st.dictionaries(st.sampled_from(VOCAB), st.floats(0.1, 1.0), min_size=1, max_size=3),
+              st.integers(0, 6 * 24 * 60)),
+    min_size=2, max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=turn_specs, data=st.data())
+def test_a_log_replayed_after_its_forgotten_turns_keys_are_erased_equals_the_live_graph(specs, data):
+    """Every turn sealed; some forgotten, at any point, their keys then
+    erased: the log folds, from its beginning, to the graph the live fold
+    made and to one whose log never held the turns."""
+    events = [ingested("g", f"t{i}", concepts, minute) for i, (concepts, minute) in enumerate(specs)]
+    forgotten = data.draw(st.lists(st.sampled_from([e.turn_id for e in events]), min_size=1, unique=True))
+    at = data.draw(st.integers(0, len(events)))
+    log = LocalLog(FAST)
+    log.extend(events[:at])
+    log.append(forget("g", *forgotten))
+    log.extend(events[at:])
+    keys, values = [], []
+    for event in log.log:
+        if isinstance(event, TurnIngested):
+            data_key = os.urandom(32)
+            keys.append((key_record_key("g", turn_key_id(event.turn_id, "a1")), KEK.wrap(data_key)))
+            values.append(sealed_turn(event, data_key))
+        else:
+            values.append(encode(event))
+    keys += [(key, None) for key, _ in keys if turn_of_key_id(key.decode().partition("\0")[2]) in forgotten]
+    ring = KeyRing(KEK, TOPIC, KeyTopic(keys))
+    replayed = PartitionState(MemoryStore(), FAST)
+    fold_records(replayed, asyncio.run(ring.open(0, records_of(values), lambda r: r.timestamp_ms)), Selection(),
+                 FoldCounts())
+    never = PartitionState(MemoryStore(), FAST)
+    for offset, event in never_saw(log.log, set(forgotten)):
+        never.apply(event, offset)
+    assert digest_map(replayed) == digest_map(log.state) == digest_map(never)
+    assert ring.erased == sum(isinstance(e, TurnIngested) and e.turn_id in forgotten for e in log.log)
+    assert any(isinstance(e, Forget) for e in log.log)
+
+
+def forget(graph: str, *turn_ids: str) -> Forget:
+    return Forget(graph_id=graph, request_id="f1", timestamp=ASKED, turn_ids=turn_ids)
+
+
+def never_saw(log: list, forgotten: set[str]) -> list:
+    """The log without the forgotten turns and the forget request, at the same offsets."""
+    return [(offset, event) for offset, event in enumerate(log)
+            if not isinstance(event, Forget) and not (isinstance(event, TurnIngested) and event.turn_id in forgotten)]
+
+
+def digest_map(state: PartitionState) -> dict:
+    return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo)}
