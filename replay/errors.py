@@ -15,3 +15,8 @@ class LogTruncated(ReplayError):
 
 class SnapshotCorrupt(ReplayError):
     """A snapshot in the log does not restore to the digests its writer computed."""
+
+
+class SnapshotErased(ReplayError):
+    """A checkpoint's snapshot is sealed under a key that was erased (it was
+    written before a forget): the log before it must be folded instead."""

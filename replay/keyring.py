@@ -68,6 +68,10 @@ class KeyRing:
         for key in keys:
             held.pop(key, None)
 
+    def graphs(self, partition: int) -> set[str]:
+        """The graphs with keys held of `partition`."""
+        return {k.partition(b"\x00")[0].decode() for k in self._wrapped.get(partition, {}) if not k.startswith(b"\x00")}
+
     def graph_keys(self, partition: int, graph_id: str, prefix: str = "") -> list[bytes]:
         """The record keys held of `graph_id` whose key id starts with `prefix`."""
         start = graph_key_prefix(graph_id) + prefix.encode()

@@ -18,8 +18,9 @@ from enum import Enum
 
 from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import Checkpoint, LogStarted, Snapshot
-from emgas.replay.errors import LogTruncated, SnapshotCorrupt
+from emgas.processors.events import Checkpoint, LogStarted, Sealed, Snapshot
+from emgas.processors.sealing import snapshot_key_id
+from emgas.replay.errors import LogTruncated, SnapshotCorrupt, SnapshotErased
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord
 from emgas.state.projector import PartitionState
 from emgas.state.snapshots import SnapshotMismatch
@@ -166,13 +167,19 @@ async def restore_checkpoint(
     locations = checkpoint.snapshots
     parts: dict[str, list[Snapshot]] = {loc.graph_id: [] for loc in locations}
     wanted = {loc.graph_id: loc.as_of for loc in locations}
+    erased = set()
     for lo, hi in _ranges([(loc.first, loc.last + 1) for loc in locations]):
         async for batch in reader.read(topic, partition, lo, hi):
             for record in batch:
-                event = _decoded(record, b'{"type":"snapshot"')
+                event = _decoded(record, b'{"type":"s')
                 if isinstance(event, Snapshot) and wanted.get(event.graph_id) == event.as_of:
                     parts[event.graph_id].append(event)
+                elif isinstance(event, Sealed) and event.key_id == snapshot_key_id(wanted.get(event.graph_id, -1)):
+                    erased.add(event.graph_id)  # its key is gone (the reader opens those it can)
     incomplete = [loc.graph_id for loc in locations if len({p.part for p in parts[loc.graph_id]}) < loc.parts]
+    if erased & set(incomplete):
+        raise SnapshotErased(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
+                             f"{sorted(erased & set(incomplete))} written before a forget, whose key is erased")
     if incomplete:
         raise LogTruncated(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
                            f"{incomplete} whose parts are not all in the log")

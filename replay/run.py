@@ -7,6 +7,7 @@ digests for `--verify`) is `streams.interfaces.admin`'s.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,13 +18,15 @@ from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import GraphDigest
 from emgas.processors.graph import GraphParams
-from emgas.replay.errors import ReplayError, SnapshotCorrupt
+from emgas.replay.errors import ReplayError, SnapshotCorrupt, SnapshotErased
 from emgas.replay.fold import Selection
 from emgas.replay.logstate import start_from_checkpoint
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord, partition_of
 from emgas.replay.parallel import ShareJob, SideBySide, available_cores, processes_for, rebuild_side_by_side
 from emgas.replay.rebuild import Progress, RebuildReport, closed_with_digests, open_rebuild_state, rebuild
 from emgas.state.projector import PartitionState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -104,6 +107,9 @@ async def _start_from_checkpoints(
             offset = await start_from_checkpoint(reader, topic, partition, open_state(partition), stop, selection.graph_id)
         except SnapshotCorrupt as err:
             raise SnapshotCorrupt(f"{err} (`emgas replay --from-beginning` folds the whole log instead)") from None
+        except SnapshotErased as err:
+            log.info("%s: folding the partition from its beginning", err)  # nothing was restored
+            continue
         if offset is not None:
             found[partition] = offset
     return found

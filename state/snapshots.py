@@ -417,10 +417,18 @@ class Ledger:
 
     def last_checkpoint(self) -> dict[str, int] | None:
         raw = self.store.get(keys.LAST_CHECKPOINT)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else {k: v for k, v in json.loads(raw).items() if k != "snapshots"}
+
+    def last_listed(self) -> dict[str, int]:
+        """graph -> the offset of the snapshot the last checkpoint lists of
+        it (empty: none, or a state written before checkpoints kept it)."""
+        raw = self.store.get(keys.LAST_CHECKPOINT)
+        return {} if raw is None else json.loads(raw).get("snapshots", {})
 
     def checkpointed(self, checkpoint: Checkpoint, offset: int) -> None:
-        self.store.put(keys.LAST_CHECKPOINT, json.dumps({"offset": offset, "as_of": checkpoint.as_of}).encode())
+        listed = {loc.graph_id: loc.as_of for loc in checkpoint.snapshots}
+        self.store.put(keys.LAST_CHECKPOINT,
+                       json.dumps({"offset": offset, "as_of": checkpoint.as_of, "snapshots": listed}).encode())
 
     def set_floor(self, graph_id: str, offset: int) -> None:
         self.floors[graph_id] = offset

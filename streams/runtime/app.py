@@ -327,7 +327,7 @@ class Agents:
         outcome, due = worker.on_graph_event(graph_event, record.offset, wall, record.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
         if isinstance(graph_event, Forget) and outcome is Outcome.APPLIED:
-            await self.output.sealer.forgotten(graph_event, record.offset)  # its turns' words unreadable in the log
+            await self.output.sealer.forgotten(graph_event)  # its turns' words unreadable in the log
         checkpoint.add(worker, due)
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable
 
 import faust
 
@@ -116,7 +116,11 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         fatal.append(str(err))
         await app.crash(err)
 
-    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming, keys)
+    def reconcile(partition: int) -> Awaitable[None]:
+        state = states.get(partition)
+        return sealer.reconcile(partition, state.repo.forgotten_turns, state.ledger.last_listed())
+
+    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming, keys, reconcile)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
     rebalances = RebalanceStart(recovery)

@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from aiokafka.errors import KafkaError
 
 from emgas.processors.events import Checkpoint, GraphEvent, LogStarted, SnapshotStarted
-from emgas.replay.errors import LogTruncated, ReplayError, SnapshotCorrupt
+from emgas.replay.errors import LogTruncated, ReplayError, SnapshotCorrupt, SnapshotErased
 from emgas.replay.fold import Selection
 from emgas.replay.keyring import KeyRing, KeysUnavailable
 from emgas.replay.logstate import LogCheck, LogStatus, check_log, first_log_started, restore_checkpoint, usable_checkpoint
@@ -78,9 +78,12 @@ class Recovery:
         self, settings: Settings, states: PartitionStates, append: Append | None = None,
         metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
         warming: Warming | None = None, keys: KeyRing | None = None,
+        reconcile: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.keys = keys  # the worker's key ring: the keys it read stay read
+        self.reconcile = reconcile  # what a caught-up partition's forgets erase (`Sealer.reconcile`), in the background
+        self._reconciling: set[asyncio.Task[None]] = set()
         self.states = states
         self.append = append
         self.metrics = metrics
@@ -184,6 +187,10 @@ class Recovery:
         self._tasks.pop(partition, None)
         if not future.done():
             future.set_result(True)
+        if self.reconcile is not None:
+            task = asyncio.ensure_future(self._erase_forgotten(partition))
+            self._reconciling.add(task)
+            task.add_done_callback(self._reconciling.discard)
         if self._encoder_ahead is None:
             # Once per process, a while after a first partition serves: its waiting queries are
             # answered first (the session's build holds the interpreter's lock for about 0.05 s
@@ -194,6 +201,14 @@ class Recovery:
         # (a takeover waited 5-7 s for them in the soak when they were encoded before it served).
         queued = self._queued.pop(partition, 0) + prefetch_graphs(self.states.get(partition), self.settings.activation)
         self.recoveries[partition]["vectors_queued"] = queued
+
+    async def _erase_forgotten(self, partition: int) -> None:
+        assert self.reconcile is not None
+        try:
+            await self.reconcile(partition)
+        except Exception as err:  # noqa: BLE001 - the next catch-up or forget tries again
+            log.warning("partition %s: erasing the keys of forgotten turns failed (%r); tried again at its next "
+                        "catch-up", partition, err)
 
     async def _read_to_end(self, partition: int) -> int:
         """Reconcile the state with the log, then fold the log after the
@@ -335,8 +350,9 @@ class Recovery:
             return False
         try:
             await restore_checkpoint(reader, topic, partition, worker.state, found)
-        except SnapshotCorrupt as err:
-            self._report(partition, "corrupt snapshot", "folding the whole log instead", str(err))
+        except (SnapshotCorrupt, SnapshotErased) as err:
+            kind = "erased snapshot" if isinstance(err, SnapshotErased) else "corrupt snapshot"
+            self._report(partition, kind, "folding the whole log instead", str(err))
             self.states.discard(partition)
             return False
         offset = found[0]

@@ -45,7 +45,7 @@ class Sealer:
         self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_erase`
         self._rolls: dict[int, asyncio.TimerHandle] = {}  # partition -> its roll, pending
         self._snapshot_keys: dict[tuple[str, int], bytes] = {}  # (graph, as_of) -> data key, while its parts go
-        self._after_checkpoint: dict[tuple[int, str], int] = {}  # (partition, graph) -> offset of its last forget
+        self._forgetful: dict[int, set[str]] = {}  # partition -> graphs forgotten from (their old snapshots go)
 
     @property
     def seals(self) -> bool:
@@ -91,12 +91,12 @@ class Sealer:
     def _partition(self, graph_id: str) -> int:
         return partition_of(graph_id.encode(), self.partitions)
 
-    async def forgotten(self, forget: Forget, offset: int) -> None:
-        """A forget applied at `offset`: its turns' keys erased now, its
-        graph's older snapshots' keys once a checkpoint lists a newer one."""
+    async def forgotten(self, forget: Forget) -> None:
+        """A forget applied: its turns' keys erased now, its graph's older
+        snapshots' keys once a checkpoint lists a newer one (`checkpointed`)."""
         partition = self._partition(forget.graph_id)
         erased = await self.erase_turns(forget.graph_id, None if forget.whole_graph else set(forget.turn_ids))
-        self._after_checkpoint[(partition, forget.graph_id)] = offset
+        self._forgetful.setdefault(partition, set()).add(forget.graph_id)
         log.info("forget of graph %r: %d turn keys erased", forget.graph_id, erased)
 
     async def erase_turns(self, graph_id: str, turn_ids: set[str] | None) -> int:
@@ -110,19 +110,42 @@ class Sealer:
         return len(erased)
 
     async def checkpointed(self, checkpoint: Checkpoint) -> None:
-        """A checkpoint is in the log: the snapshots it supersedes of the
-        graphs forgotten from are erased."""
-        partition = checkpoint.partition
-        newest = {loc.graph_id: loc.as_of for loc in checkpoint.snapshots}
-        for (p, graph_id), forget_offset in list(self._after_checkpoint.items()):
-            if p != partition or newest.get(graph_id, -1) <= forget_offset:
-                continue
-            await self.keys.refresh(partition)
-            older = [k for k in self.keys.graph_keys(partition, graph_id, "snapshot/")
-                     if int(k.rsplit(b"/", 1)[1]) < newest[graph_id]]
-            await self._erase(partition, older)
-            del self._after_checkpoint[(p, graph_id)]
-            log.info("graph %r: %d snapshot keys from before its forget erased", graph_id, len(older))
+        """A checkpoint is in the log: of each graph ever forgotten from, the
+        snapshots older than the one it lists are erased (recovery starts
+        from the latest checkpoint; those may hold forgotten turns)."""
+        listed = {loc.graph_id: loc.as_of for loc in checkpoint.snapshots}
+        await self._erase_snapshots_before(checkpoint.partition, listed)
+
+    async def _erase_snapshots_before(self, partition: int, listed: dict[str, int]) -> None:
+        graphs = self._forgetful.get(partition, set()) & set(listed)
+        if not graphs:
+            return
+        await self.keys.refresh(partition)
+        older = [k for graph_id in sorted(graphs) for k in self.keys.graph_keys(partition, graph_id, "snapshot/")
+                 if int(k.rsplit(b"/", 1)[1]) < listed[graph_id]]
+        await self._erase(partition, older)
+        if older:
+            log.info("partition %s: %d snapshot keys of graphs forgotten from erased", partition, len(older))
+
+    async def reconcile(self, partition: int, forgotten: Callable[[str], set[str]],
+                        listed: dict[str, int]) -> None:
+        """After a catch-up, what a forget erases, in case the worker that
+        applied it stopped first: the keys of every sealing of the turns
+        `forgotten(graph)` names, and of those graphs' snapshots older than
+        the ones the latest checkpoint `listed`."""
+        await self.keys.refresh(partition)
+        forgetful = self._forgetful.setdefault(partition, set())
+        erased = []
+        for graph_id in self.keys.graphs(partition):
+            turns = forgotten(graph_id)
+            if turns:
+                forgetful.add(graph_id)
+                erased += [k for k in self.keys.graph_keys(partition, graph_id, "turn/")
+                           if turn_of_key_id(k.decode().partition("\x00")[2]) in turns]
+        await self._erase(partition, erased)
+        await self._erase_snapshots_before(partition, listed)
+        if erased:
+            log.info("partition %s: %d keys of turns forgotten before erased", partition, len(erased))
 
     async def _erase(self, partition: int, keys: list[bytes]) -> None:
         """Tombstones for `keys`. Kafka compacts only segments it has rolled,
