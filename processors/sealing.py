@@ -5,10 +5,12 @@ and each part of a snapshot (a graph's passages and concept names) are
 written to `emgas.graph-events` as a `sealed` event: a clear envelope (the
 graph, which key, the event time) around the event's own bytes encrypted
 with AES-256-GCM under a data key used for that turn, or that snapshot,
-only. The data keys live in a compacted topic, each wrapped (AES key wrap,
-RFC 3394) by the operator's key-encryption key; forgetting a turn writes a
-tombstone for its key, and once Kafka has compacted it the sealed bytes
-are unreadable anywhere: what crypto-shredding promises.
+only. The data keys live in a compacted topic, in key sets (a graph's
+turns sealed together, or one snapshot: one record each) encrypted under
+the operator's key-encryption key; forgetting a turn writes its key set
+again without its key (or a tombstone, when none is left), and once Kafka
+has compacted the set's older versions away the sealed bytes are
+unreadable anywhere: what crypto-shredding promises.
 
 Opening gives back exactly the bytes that were sealed, so the fold, its
 journal and every digest see what an unsealed log holds. Everything here
@@ -21,23 +23,25 @@ open.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 KEY_BYTES = 32  # AES-256: data keys and the key-encryption key
 NONCE_BYTES = 12  # AES-GCM's standard nonce
 SEALED_PREFIX = b'{"type":"sealed"'
 SealedType = Literal["turn_ingested", "snapshot"]
 _AAD = b"emgas sealed v1"
-_KEY_RECORD_VERSION = 1
+_KEY_RECORD_VERSION = b"\x01"
+_KEY_RECORD_HEAD = 1 + 8 + NONCE_BYTES  # version, fingerprint, nonce
+_ENTRY_LENGTH = struct.Struct(">H")
 
 
 class SealError(ValueError):
@@ -48,28 +52,28 @@ class SealError(ValueError):
 @dataclass(frozen=True)
 class Envelope:
     """What a sealed event shows in clear: its graph, its key's id within
-    the graph (`turn/<turn id>`, `snapshot/<offset>`), what it holds and
-    the sealed event's time."""
+    the graph (`turn/<batch>.<n>/<turn id>`, `snapshot/<offset>`), what it
+    holds and the sealed event's time."""
 
     graph_id: str
     key_id: str
     sealed_type: SealedType
     timestamp: str
 
-    @property
+    @cached_property
     def key(self) -> bytes:
-        """The data key's record key in the key topic."""
-        return key_record_key(self.graph_id, self.key_id)
+        """The record key, in the key topic, of the key set holding its data key."""
+        return key_record_key(self.graph_id, key_set_of(self.key_id))
 
     def aad(self) -> bytes:
         return b"\x00".join((_AAD, self.graph_id.encode(), self.key_id.encode(), self.sealed_type.encode()))
 
 
-def turn_key_id(turn_id: str, tag: str) -> str:
-    """The key id of one sealing of a turn: `tag` (random, from the caller)
-    tells apart the sealings of one turn id (a client's retry, a turn sent
-    again after it was forgotten), each under a key of its own."""
-    return f"turn/{tag}/{turn_id}"
+def turn_key_id(turn_id: str, batch: str, n: int) -> str:
+    """The key id of one sealing of a turn, the `n`th of a `batch` (random,
+    from the caller): each sealing of a turn id (a client's retry, a turn
+    sent again after it was forgotten) has a key of its own."""
+    return f"turn/{batch}.{n}/{turn_id}"
 
 
 def turn_of_key_id(key_id: str) -> str | None:
@@ -82,10 +86,18 @@ def snapshot_key_id(as_of: int) -> str:
     return f"snapshot/{as_of}"
 
 
-def key_record_key(graph_id: str, key_id: str) -> bytes:
-    """A data key's record key: the graph and the key id, joined by NUL (no
-    identifier holds a control character), so a graph's keys share a prefix."""
-    return f"{graph_id}\x00{key_id}".encode()
+def key_set_of(key_id: str) -> str:
+    """The key set a key id's data key is kept in: a turn's, its batch's
+    (`turn/<batch>`: the keys of a graph's turns sealed together, one record);
+    a snapshot's, its own."""
+    kind, _, rest = key_id.partition("/")
+    return f"turn/{rest.partition('/')[0].partition('.')[0]}" if kind == "turn" else key_id
+
+
+def key_record_key(graph_id: str, key_set: str) -> bytes:
+    """A key set's record key: the graph and the set, joined by NUL (no
+    identifier holds a control character), so a graph's sets share a prefix."""
+    return f"{graph_id}\x00{key_set}".encode()
 
 
 def graph_key_prefix(graph_id: str) -> bytes:
@@ -102,7 +114,7 @@ def seal(event_bytes: bytes, envelope: Envelope, data_key: bytes, nonce: bytes) 
     return orjson.dumps({
         "type": "sealed", "schema_version": 1, "graph_id": envelope.graph_id, "key_id": envelope.key_id,
         "sealed_type": envelope.sealed_type, "timestamp": envelope.timestamp,
-        "data": base64.b64encode(sealed).decode(),
+        "data": binascii.b2a_base64(sealed, newline=False).decode(),
     })
 
 
@@ -115,11 +127,11 @@ def envelope_of(raw: bytes) -> tuple[Envelope, str]:
     if they are not one."""
     try:
         obj = orjson.loads(raw)
-        envelope = Envelope(obj["graph_id"], obj["key_id"], obj["sealed_type"], obj["timestamp"])
-        data = obj["data"]
+        graph_id, key_id, data = obj["graph_id"], obj["key_id"], obj["data"]
+        envelope = Envelope(graph_id, key_id, obj["sealed_type"], obj["timestamp"])
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise SealError(f"not a sealed event: {exc}") from None
-    if not all(isinstance(v, str) for v in (envelope.graph_id, envelope.key_id, envelope.timestamp, data)):
+    if type(graph_id) is not str or type(key_id) is not str or type(data) is not str:
         raise SealError("a sealed event's envelope holds strings")
     return envelope, data
 
@@ -128,7 +140,7 @@ def open_sealed(envelope: Envelope, data: str, data_key: bytes) -> bytes:
     """The bytes `seal` sealed; SealError if they do not open under
     `data_key` with this envelope."""
     try:
-        sealed = base64.b64decode(data, validate=True)
+        sealed = binascii.a2b_base64(data)  # not strict: any other bytes fail the tag
         return AESGCM(data_key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], envelope.aad())
     except (binascii.Error, InvalidTag, ValueError):
         raise SealError(f"sealed {envelope.sealed_type} {envelope.key_id} of graph {envelope.graph_id!r} "
@@ -141,38 +153,44 @@ class KeyEncryptionKey:
     Its fingerprint names it in each key record, so a key wrapped by another
     one is told apart from a damaged one."""
 
-    secret: bytes
+    secret: bytes = field(repr=False)
+    _id: bytes = field(init=False, repr=False, compare=False)  # the fingerprint's 8 bytes
 
     def __post_init__(self) -> None:
         if len(self.secret) != KEY_BYTES:
             raise ValueError(f"a key-encryption key is {KEY_BYTES} bytes, not {len(self.secret)}")
+        object.__setattr__(self, "_id", hashlib.sha256(b"emgas kek\x00" + self.secret).digest()[:8])
 
     def __repr__(self) -> str:
         return f"KeyEncryptionKey({self.fingerprint})"
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(b"emgas kek\x00" + self.secret).hexdigest()[:16]
+        return self._id.hex()
 
-    def wrap(self, data_key: bytes) -> bytes:
-        """A key record's value: the data key wrapped (RFC 3394), with this key's fingerprint."""
-        return orjson.dumps({
-            "v": _KEY_RECORD_VERSION, "kek": self.fingerprint,
-            "key": base64.b64encode(aes_key_wrap(self.secret, data_key)).decode(),
-        })
+    def seal_keys(self, record_key: bytes, keys: dict[str, bytes], nonce: bytes) -> bytes:
+        """A key set's record value: a version byte, this key's fingerprint
+        (8 bytes), the nonce, and the set's data keys (each its key id's
+        length, 2 bytes, the key id, the 32-byte key) encrypted under this
+        key with AES-256-GCM, the record key as associated data."""
+        entries = b"".join(_ENTRY_LENGTH.pack(len(kid := key_id.encode())) + kid + data_key
+                           for key_id, data_key in keys.items())
+        return _KEY_RECORD_VERSION + self._id + nonce + AESGCM(self.secret).encrypt(nonce, entries, record_key)
 
-    def unwrap(self, record_value: bytes) -> bytes:
-        """The data key of a key record's value; SealError if it is not one
-        this key wrapped."""
+    def open_keys(self, record_key: bytes, value: bytes) -> dict[str, bytes]:
+        """Key id -> data key of a key set's record; SealError if it is not
+        one this key sealed for that record key."""
+        if len(value) < _KEY_RECORD_HEAD or value[:1] != _KEY_RECORD_VERSION:
+            raise SealError(f"not a key record ({len(value)} bytes)")
+        if value[1:9] != self._id:
+            raise SealError(f"keys sealed by key-encryption key {value[1:9].hex()}, not this one ({self.fingerprint})")
         try:
-            obj = orjson.loads(record_value)
-            wrapped = base64.b64decode(obj["key"], validate=True)
-            kek = obj["kek"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, binascii.Error) as exc:
-            raise SealError(f"not a key record: {exc}") from None
-        if kek != self.fingerprint:
-            raise SealError(f"a data key wrapped by key-encryption key {kek}, not this one ({self.fingerprint})")
-        try:
-            return aes_key_unwrap(self.secret, wrapped)
-        except (InvalidUnwrap, ValueError):
-            raise SealError("a data key that does not unwrap under this key-encryption key") from None
+            entries = AESGCM(self.secret).decrypt(value[9:_KEY_RECORD_HEAD], value[_KEY_RECORD_HEAD:], record_key)
+        except InvalidTag:
+            raise SealError("keys that do not open under this key-encryption key") from None
+        keys, at = {}, 0
+        while at < len(entries):
+            (length,), at = _ENTRY_LENGTH.unpack_from(entries, at), at + _ENTRY_LENGTH.size
+            key_id, at = entries[at:at + length].decode(), at + length
+            keys[key_id], at = entries[at:at + KEY_BYTES], at + KEY_BYTES
+        return keys

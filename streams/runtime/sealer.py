@@ -53,14 +53,18 @@ class Sealer:
 
     async def seal_turns(self, turns: list[tuple[str, str, str, bytes]]) -> list[bytes]:
         """(graph id, turn id, event time, turn_ingested bytes) -> the sealed
-        events, their keys written and acknowledged first."""
+        events; each graph's keys written as one key set and acknowledged first."""
         if self.kek is None:
             return [event for *_, event in turns]
+        batch = os.urandom(6).hex()
         made = []
-        for graph_id, turn_id, timestamp, event in turns:
-            envelope = Envelope(graph_id, turn_key_id(turn_id, os.urandom(6).hex()), "turn_ingested", timestamp)
-            made.append((envelope, event, os.urandom(KEY_BYTES)))
-        await self._write_keys([(envelope, data_key) for envelope, _, data_key in made])
+        sets: dict[tuple[str, bytes], dict[str, bytes]] = {}
+        for n, (graph_id, turn_id, timestamp, event) in enumerate(turns):
+            envelope = Envelope(graph_id, turn_key_id(turn_id, batch, n), "turn_ingested", timestamp)
+            data_key = os.urandom(KEY_BYTES)
+            sets.setdefault((graph_id, envelope.key), {})[envelope.key_id] = data_key
+            made.append((envelope, event, data_key))
+        await self._write_sets(sets)
         return [seal(event, envelope, data_key, os.urandom(NONCE_BYTES)) for envelope, event, data_key in made]
 
     async def seal_snapshot_part(self, part: Snapshot, value: bytes) -> bytes:
@@ -73,19 +77,20 @@ class Sealer:
         data_key = self._snapshot_keys.get(at)
         if data_key is None:
             data_key = self._snapshot_keys[at] = os.urandom(KEY_BYTES)
-            await self._write_keys([(envelope, data_key)])
+            await self._write_sets({(part.graph_id, envelope.key): {envelope.key_id: data_key}})
         if part.part == part.parts - 1:
             self._snapshot_keys.pop(at, None)
         return seal(value, envelope, data_key, os.urandom(NONCE_BYTES))
 
-    async def _write_keys(self, keys: list[tuple[Envelope, bytes]]) -> None:
+    async def _write_sets(self, sets: dict[tuple[str, bytes], dict[str, bytes]]) -> None:
+        """Key sets ((graph, record key) -> key id -> data key), written and acknowledged."""
         assert self.kek is not None
         acks = []
-        for envelope, data_key in keys:
-            partition = self._partition(envelope.graph_id)
-            value = self.kek.wrap(data_key)
-            self.keys.add(partition, envelope.key, value)
-            acks.append(await self._produce(self.topic, envelope.key, value, partition))
+        for (graph_id, key), keys in sets.items():
+            partition = self._partition(graph_id)
+            value = self.kek.seal_keys(key, keys, os.urandom(NONCE_BYTES))
+            self.keys.add(partition, key, value)
+            acks.append(await self._produce(self.topic, key, value, partition))
         await asyncio.gather(*acks)
 
     def _partition(self, graph_id: str) -> int:
@@ -104,10 +109,23 @@ class Sealer:
         of all its turns), read to the key partition's end first; how many."""
         partition = self._partition(graph_id)
         await self.keys.refresh(partition)
-        erased = [k for k in self.keys.graph_keys(partition, graph_id, "turn/")
-                  if turn_ids is None or turn_of_key_id(k.decode().partition("\x00")[2]) in turn_ids]
-        await self._erase(partition, erased)
-        return len(erased)
+        return await self._erase_keys(partition, graph_id, "turn/",
+                                      lambda key_id: turn_ids is None or turn_of_key_id(key_id) in turn_ids)
+
+    async def _erase_keys(self, partition: int, graph_id: str, prefix: str, erased: Callable[[str], bool]) -> int:
+        """Each of the graph's key sets (whose id starts with `prefix`)
+        holding a key `erased` says goes is written again without them, or
+        erased whole when none is left; how many keys went."""
+        rewritten: dict[bytes, dict[str, bytes] | None] = {}
+        gone = 0
+        for key in self.keys.graph_sets(partition, graph_id, prefix):
+            held = self.keys.keys_of(partition, key)
+            kept = {key_id: data_key for key_id, data_key in held.items() if not erased(key_id)}
+            if len(kept) < len(held):
+                rewritten[key] = kept or None
+                gone += len(held) - len(kept)
+        await self._rewrite(partition, rewritten)
+        return gone
 
     async def checkpointed(self, checkpoint: Checkpoint) -> None:
         """A checkpoint is in the log: of each graph ever forgotten from, the
@@ -121,9 +139,9 @@ class Sealer:
         if not graphs:
             return
         await self.keys.refresh(partition)
-        older = [k for graph_id in sorted(graphs) for k in self.keys.graph_keys(partition, graph_id, "snapshot/")
-                 if int(k.rsplit(b"/", 1)[1]) < listed[graph_id]]
-        await self._erase(partition, older)
+        older: dict[bytes, dict[str, bytes] | None] = {k: None for graph_id in sorted(graphs) for k in self.keys.graph_sets(partition, graph_id, "snapshot/")
+                 if int(k.rsplit(b"/", 1)[1]) < listed[graph_id]}
+        await self._rewrite(partition, older)
         if older:
             log.info("partition %s: %d snapshot keys of graphs forgotten from erased", partition, len(older))
 
@@ -135,29 +153,33 @@ class Sealer:
         the ones the latest checkpoint `listed`."""
         await self.keys.refresh(partition)
         forgetful = self._forgetful.setdefault(partition, set())
-        erased = []
-        for graph_id in self.keys.graphs(partition):
+        erased = 0
+        for graph_id in sorted(self.keys.graphs(partition)):
             turns = forgotten(graph_id)
             if turns:
                 forgetful.add(graph_id)
-                erased += [k for k in self.keys.graph_keys(partition, graph_id, "turn/")
-                           if turn_of_key_id(k.decode().partition("\x00")[2]) in turns]
-        await self._erase(partition, erased)
+                erased += await self._erase_keys(partition, graph_id, "turn/",
+                                                 lambda key_id: turn_of_key_id(key_id) in turns)  # noqa: B023
         await self._erase_snapshots_before(partition, listed)
         if erased:
-            log.info("partition %s: %d keys of turns forgotten before erased", partition, len(erased))
+            log.info("partition %s: %d keys of turns forgotten before erased", partition, erased)
 
-    async def _erase(self, partition: int, keys: list[bytes]) -> None:
-        """Tombstones for `keys`. Kafka compacts only segments it has rolled,
-        and it rolls one only when a record comes after its `segment.ms`: so
-        a record with no key of its own (`ROLL_KEY`, a tombstone too) follows
-        a little after that, and the erased keys go within the topic's
-        `max.compaction.lag.ms` of it, however quiet the partition."""
-        if not keys:
+    async def _rewrite(self, partition: int, sets: dict[bytes, dict[str, bytes] | None]) -> None:
+        """Key sets written again with fewer keys (None: a tombstone). Kafka
+        compacts only segments it has rolled, and it rolls one only when a
+        record comes after its `segment.ms`: so a record of no set of its own
+        (`ROLL_KEY`, a tombstone too) follows a little after that, and the
+        older versions go within the topic's `max.compaction.lag.ms` of it,
+        however quiet the partition."""
+        if not sets:
             return
-        acks = [await self._produce(self.topic, key, None, partition) for key in keys]
+        kek = self.keys.kek  # the ring's: a worker that no longer seals still erases what was sealed
+        acks = []
+        for key, keys in sets.items():
+            value = None if keys is None or kek is None else kek.seal_keys(key, keys, os.urandom(NONCE_BYTES))
+            self.keys.add(partition, key, value)
+            acks.append(await self._produce(self.topic, key, value, partition))
         await asyncio.gather(*acks)
-        self.keys.drop(partition, keys)
         if partition not in self._rolls:
             loop = asyncio.get_running_loop()
             self._rolls[partition] = loop.call_later(self.roll_after_s + ROLL_MARGIN_S, self._roll_soon, partition)

@@ -60,21 +60,24 @@ async def every_record(settings: Settings) -> dict[str, list[tuple[bytes | None,
 
 def what_a_key_holder_reads(settings: Settings, records: dict) -> list[str]:
     """The texts someone holding the key-encryption key reads out of the
-    topics: every sealed record tried with every key record under its key
-    (superseded ones too, where Kafka has not compacted them away), and
-    every snapshot, sealed or not, assembled and inflated."""
+    topics: every sealed record tried with every key of its id in every
+    version of the key sets (superseded ones too, where Kafka has not
+    compacted them away), and every snapshot, sealed or not, assembled and
+    inflated."""
     kek = settings.kek()
     assert kek is not None
-    keys: dict[bytes, list[bytes]] = {}
+    keys: dict[str, list[bytes]] = {}
     for key, value in records[settings.keys_topic]:
-        if key is not None and value is not None:
-            keys.setdefault(key, []).append(value)
+        if key is not None and value is not None and not key.startswith(b"\x00"):
+            for key_id, data_key in kek.open_keys(key, value).items():
+                keys.setdefault(key_id, []).append(data_key)
     texts, parts = [], {}
     for _, value in records[settings.graph_events_topic]:
         opened = [value]
         if is_sealed(value):
             envelope, data = envelope_of(value)
-            opened = [opened for wrapped in keys.get(envelope.key, []) if (opened := _open(kek, envelope, data, wrapped))]
+            opened = [opened for data_key in keys.get(envelope.key_id, [])
+                      if (opened := _open(envelope, data, data_key))]
         for raw in opened:
             texts.append(raw.decode())
             try:
@@ -90,9 +93,9 @@ def what_a_key_holder_reads(settings: Settings, records: dict) -> list[str]:
     return texts
 
 
-def _open(kek, envelope, data, wrapped) -> bytes | None:  # noqa: ANN001
+def _open(envelope, data, data_key) -> bytes | None:  # noqa: ANN001
     try:
-        return open_sealed(envelope, data, kek.unwrap(wrapped))
+        return open_sealed(envelope, data, data_key)
     except SealError:
         return None
 

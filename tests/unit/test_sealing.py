@@ -16,8 +16,8 @@ from pydantic import SecretStr
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import Forget, Sealed, TurnIngested
 from emgas.processors.sealing import (
-    Envelope, KeyEncryptionKey, SealError, envelope_of, is_sealed, key_record_key, open_sealed, seal, turn_key_id,
-    turn_of_key_id,
+    Envelope, KeyEncryptionKey, SealError, envelope_of, is_sealed, key_record_key, key_set_of, open_sealed, seal,
+    turn_key_id, turn_of_key_id,
 )
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.keyring import KeyRing, KeysUnavailable
@@ -35,9 +35,18 @@ ASKED = T0 + timedelta(days=400)
 TOPIC = "emgas.keys"
 
 
-def sealed_turn(event: TurnIngested, data_key: bytes, tag: str = "a1") -> bytes:
-    envelope = Envelope(event.graph_id, turn_key_id(event.turn_id, tag), "turn_ingested", event.timestamp.isoformat())
-    return seal(encode(event), envelope, data_key, os.urandom(12))
+def envelope(event: TurnIngested, n: int = 0) -> Envelope:
+    return Envelope(event.graph_id, turn_key_id(event.turn_id, "a1", n), "turn_ingested", event.timestamp.isoformat())
+
+
+def sealed_turn(event: TurnIngested, data_key: bytes, n: int = 0) -> bytes:
+    return seal(encode(event), envelope(event, n), data_key, os.urandom(12))
+
+
+def key_set(keys: dict[str, bytes], kek: KeyEncryptionKey = KEK, graph: str = "g") -> tuple[bytes, bytes]:
+    """A key set's record (key, value) holding `keys` (key id -> data key) of the batch "a1"."""
+    record_key = key_record_key(graph, "turn/a1")
+    return record_key, kek.seal_keys(record_key, keys, os.urandom(12))
 
 
 # -- sealing and opening ---------------------------------------------------------
@@ -48,9 +57,9 @@ def sealed_turn(event: TurnIngested, data_key: bytes, tag: str = "a1") -> bytes:
        turn=st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1))
 def test_what_is_sealed_opens_to_the_same_bytes_under_its_key_and_envelope(body, graph, turn):
     key = os.urandom(32)
-    raw = seal(body, Envelope(graph, turn_key_id(turn, "t0"), "turn_ingested", "2026-01-01T00:00:00+00:00"), key,
+    raw = seal(body, Envelope(graph, turn_key_id(turn, "t0", 3), "turn_ingested", "2026-01-01T00:00:00+00:00"), key,
                os.urandom(12))
-    assert is_sealed(raw) and body not in raw or len(body) < 4  # the words are not in clear
+    assert is_sealed(raw)
     envelope, data = envelope_of(raw)
     assert (envelope.graph_id, turn_of_key_id(envelope.key_id)) == (graph, turn)
     assert open_sealed(envelope, data, key) == body
@@ -67,7 +76,7 @@ def test_a_sealed_turn_shows_only_its_envelope():
 
 @pytest.mark.parametrize("change", [
     {"graph_id": "other"},  # moved to another graph
-    {"key_id": "turn/a1/t2"},  # or to another turn
+    {"key_id": "turn/a1.0/t2"},  # or to another turn
     {"sealed_type": "snapshot"},  # or passed off as another kind of record
     {"data": base64.b64encode(b"\0" * 64).decode()},  # or tampered with
 ])
@@ -85,23 +94,26 @@ def test_another_data_key_does_not_open_it():
         open_sealed(*envelope_of(raw), os.urandom(32))
 
 
-@pytest.mark.parametrize("key_id, turn", [
-    ("turn/ab12/t1", "t1"), ("turn/ab12/a/b/c", "a/b/c"), ("snapshot/120", None), ("turn/ab12/", ""),
+@pytest.mark.parametrize("key_id, turn, key_set", [
+    ("turn/ab12.0/t1", "t1", "turn/ab12"), ("turn/ab12.7/a/b/c", "a/b/c", "turn/ab12"),
+    ("snapshot/120", None, "snapshot/120"), ("turn/ab12.1/", "", "turn/ab12"),
 ])
-def test_a_turns_key_id_names_its_turn(key_id, turn):
-    assert turn_of_key_id(key_id) == turn
+def test_a_turns_key_id_names_its_turn_and_its_batchs_key_set(key_id, turn, key_set):
+    assert (turn_of_key_id(key_id), key_set_of(key_id)) == (turn, key_set)
 
 
-def test_a_data_key_unwraps_under_its_key_encryption_key_only():
-    data_key = os.urandom(32)
-    record = KEK.wrap(data_key)
-    assert KEK.unwrap(record) == data_key and data_key not in record
-    other = KeyEncryptionKey(bytes(32))
+def test_a_key_set_opens_under_its_key_encryption_key_and_record_key_only():
+    keys = {turn_key_id("t1", "a1", 0): os.urandom(32), turn_key_id("t/2", "a1", 1): os.urandom(32)}
+    record_key, value = key_set(keys)
+    assert KEK.open_keys(record_key, value) == keys and not any(k in value for k in keys.values())
     with pytest.raises(SealError, match=f"key-encryption key {KEK.fingerprint}, not this one"):
-        other.unwrap(record)
+        KeyEncryptionKey(bytes(32)).open_keys(record_key, value)
+    with pytest.raises(SealError, match="do not open"):
+        KEK.open_keys(key_record_key("h", "turn/a1"), value)  # moved to another graph's set
     with pytest.raises(SealError, match="not a key record"):
-        KEK.unwrap(b"{}")
-    assert "secret" not in repr(KEK) and KEK.secret.hex() not in repr(KEK)
+        KEK.open_keys(record_key, b"{}")
+    assert KEK.open_keys(*key_set({})) == {}
+    assert KEK.secret.hex() not in repr(KEK)
 
 
 # -- the key-encryption key ------------------------------------------------------------
@@ -169,7 +181,7 @@ def test_the_ring_opens_sealed_records_with_the_keys_it_reads_and_leaves_the_res
     event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
     sealed = sealed_turn(event, data_key)
     plain = encode(ingested("g", "t2", {"lag": 0.5}))
-    topic = KeyTopic([(key_record_key("g", turn_key_id("t1", "a1")), KEK.wrap(data_key))])
+    topic = KeyTopic([key_set({envelope(event).key_id: data_key})])
     ring = KeyRing(KEK, TOPIC, topic)
     opened = asyncio.run(ring.open(0, records_of([sealed, plain]), lambda r: r.timestamp_ms))
     assert [r.value for r in opened] == [encode(event), plain]
@@ -179,8 +191,10 @@ def test_the_ring_opens_sealed_records_with_the_keys_it_reads_and_leaves_the_res
 
 def test_a_record_whose_key_was_erased_stays_sealed_and_folds_to_nothing():
     event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
-    key = key_record_key("g", turn_key_id("t1", "a1"))
-    ring = KeyRing(KEK, TOPIC, KeyTopic([(key, KEK.wrap(data_key)), (key, None)]))  # written, then erased
+    other = ingested("g", "t2", {"lag": 0.5})
+    written = key_set({envelope(event).key_id: data_key, envelope(other, 1).key_id: os.urandom(32)})
+    rewritten = key_set({envelope(other, 1).key_id: os.urandom(32)})  # t1 forgotten: its set again without its key
+    ring = KeyRing(KEK, TOPIC, KeyTopic([written, rewritten]))
     opened = asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))
     assert is_sealed(opened[0].value) and ring.erased == 1
     state = PartitionState(MemoryStore(), FAST)
@@ -199,7 +213,7 @@ def test_sealed_records_without_a_key_encryption_key_are_refused_not_skipped():
 
 def test_keys_wrapped_by_another_key_encryption_key_are_refused():
     data_key = os.urandom(32)
-    topic = KeyTopic([(key_record_key("g", turn_key_id("t1", "a1")), KeyEncryptionKey(bytes(32)).wrap(data_key))])
+    topic = KeyTopic([key_set({turn_key_id("t1", "a1", 0): data_key}, KeyEncryptionKey(bytes(32)))])
     with pytest.raises(KeysUnavailable, match="not this one"):
         asyncio.run(KeyRing(KEK, TOPIC, topic).open(0, records_of([sealed_turn(ingested("g", "t1", {"k": 0.5}), data_key)]),
                                                      lambda r: r.timestamp_ms))
@@ -209,7 +223,7 @@ def test_keys_written_here_open_without_reading_the_topic():
     event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
     topic = KeyTopic([])
     ring = KeyRing(KEK, TOPIC, topic)
-    ring.add(0, key_record_key("g", turn_key_id("t1", "a1")), KEK.wrap(data_key))
+    ring.add(0, *key_set({envelope(event).key_id: data_key}))
     assert asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))[0].value == encode(event)
     assert topic.reads == 0
 
@@ -237,16 +251,15 @@ def test_a_log_replayed_after_its_forgotten_turns_keys_are_erased_equals_the_liv
     log.extend(events[:at])
     log.append(forget("g", *forgotten))
     log.extend(events[at:])
-    keys, values = [], []
-    for event in log.log:
+    keys, values = {}, []
+    for n, event in enumerate(log.log):
         if isinstance(event, TurnIngested):
-            data_key = os.urandom(32)
-            keys.append((key_record_key("g", turn_key_id(event.turn_id, "a1")), KEK.wrap(data_key)))
-            values.append(sealed_turn(event, data_key))
+            keys[envelope(event, n).key_id] = os.urandom(32)
+            values.append(sealed_turn(event, keys[envelope(event, n).key_id], n))
         else:
             values.append(encode(event))
-    keys += [(key, None) for key, _ in keys if turn_of_key_id(key.decode().partition("\0")[2]) in forgotten]
-    ring = KeyRing(KEK, TOPIC, KeyTopic(keys))
+    kept = {key_id: data_key for key_id, data_key in keys.items() if turn_of_key_id(key_id) not in forgotten}
+    ring = KeyRing(KEK, TOPIC, KeyTopic([key_set(keys), key_set(kept)]))  # the set written, then without them
     replayed = PartitionState(MemoryStore(), FAST)
     fold_records(replayed, asyncio.run(ring.open(0, records_of(values), lambda r: r.timestamp_ms)), Selection(),
                  FoldCounts())
