@@ -82,8 +82,19 @@ def turn_of_key_id(key_id: str) -> str | None:
     return rest.partition("/")[2] if kind == "turn" else None
 
 
-def snapshot_key_id(as_of: int) -> str:
-    return f"snapshot/{as_of}"
+def snapshot_key_id(as_of: int, tag: str) -> str:
+    """The key id of one writing of the snapshot started at offset `as_of`:
+    `tag` (random, from the caller) tells apart the writings of one
+    snapshot (a worker that stopped part way, and the one that wrote it
+    again), each under a key of its own."""
+    return f"snapshot/{as_of}/{tag}"
+
+
+def snapshot_of_key_id(key_id: str) -> int | None:
+    """The `as_of` of the snapshot a key id is for (None: not a snapshot's)."""
+    kind, _, rest = key_id.partition("/")
+    as_of = rest.partition("/")[0]
+    return int(as_of) if kind == "snapshot" and as_of.isdigit() else None
 
 
 def key_set_of(key_id: str) -> str:

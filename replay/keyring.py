@@ -63,7 +63,7 @@ class KeyRing:
         self._sets: dict[int, dict[bytes, bytes]] = {}  # partition -> record key -> the key set's record value
         self._opened: dict[bytes, dict[str, bytes]] = {}  # record key -> key id -> data key, of the sets used
         self._read_to: dict[int, int] = {}  # partition -> next offset of the key topic to read
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._reading = asyncio.Lock()  # one read of the key topic at a time: its reader reads one partition at a time
         self.erased = 0  # sealed records met whose key is gone
 
     def add(self, partition: int, key: bytes, value: bytes | None) -> None:
@@ -146,7 +146,7 @@ class KeyRing:
 
     async def refresh(self, partition: int) -> None:
         """Read the key topic's `partition` from where it was left to its end."""
-        async with self._locks.setdefault(partition, asyncio.Lock()):
+        async with self._reading:
             reader = await self._started()
             first, end = (await reader.bounds(self.topic, [partition]))[partition]
             start = max(first, self._read_to.get(partition, first))

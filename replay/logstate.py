@@ -19,7 +19,7 @@ from enum import Enum
 from emgas.processors.codec import decode_graph_event
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import Checkpoint, LogStarted, Sealed, Snapshot
-from emgas.processors.sealing import snapshot_key_id
+from emgas.processors.sealing import snapshot_of_key_id
 from emgas.replay.errors import LogTruncated, SnapshotCorrupt, SnapshotErased
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord
 from emgas.state.projector import PartitionState
@@ -174,7 +174,7 @@ async def restore_checkpoint(
                 event = _decoded(record, b'{"type":"s')
                 if isinstance(event, Snapshot) and wanted.get(event.graph_id) == event.as_of:
                     parts[event.graph_id].append(event)
-                elif isinstance(event, Sealed) and event.key_id == snapshot_key_id(wanted.get(event.graph_id, -1)):
+                elif isinstance(event, Sealed) and snapshot_of_key_id(event.key_id) == wanted.get(event.graph_id):
                     erased.add(event.graph_id)  # its key is gone (the reader opens those it can)
     incomplete = [loc.graph_id for loc in locations if len({p.part for p in parts[loc.graph_id]}) < loc.parts]
     if erased & set(incomplete):

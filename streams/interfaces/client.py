@@ -13,7 +13,7 @@ import logging
 import itertools
 import uuid
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -23,8 +23,11 @@ from emgas.processors.codec import decode_reply, encode
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import (
     ActivationQuery, ContentEvent, DigestQuery, DigestReply, Forget, PassageQuery, SnapshotStarted, QueryParams, Reply, StatsQuery, Turn,
+    TurnIngested,
 )
 from emgas.streams.kafka.partitioner import KeyPartitioner
+from emgas.streams.kafka.reader import key_ring
+from emgas.streams.kafka.sealer import Sealer
 from emgas.streams.kafka.requests import timeout_header
 from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
@@ -192,8 +195,36 @@ class MemoryClient:
 
     async def emit(self, events: Iterable[ContentEvent], progress: Callable[[int], None] | None = None) -> int:
         """Append graph events to the graph-events topic, keyed by graph_id (admin use:
-        re-derived versions, version switches), a chunk at a time; waits for every ack."""
-        return await self._send_keyed(self.settings.graph_events_topic, events, PUBLISH_CHUNK, progress)
+        re-derived versions, version switches), a chunk at a time; waits for every ack.
+        Turns are sealed as a worker seals them (`streams.kafka.sealer`), where
+        sealing is on and this process has the key-encryption key."""
+        assert self._producer is not None, "client not started"
+        sealer = self._sealer()
+        sent = 0
+        for batch in chunks(events, PUBLISH_CHUNK):
+            values = await _sealed_values(sealer, batch)
+            futures = [await self._producer.send(self.settings.graph_events_topic, value, key=e.graph_id.encode())
+                       for e, value in zip(batch, values)]
+            await asyncio.gather(*futures)
+            sent += len(futures)
+            if progress is not None:
+                progress(len(futures))
+        return sent
+
+    def _sealer(self) -> Sealer | None:
+        kek = self.settings.kek() if self.settings.seal else None
+        if self.settings.seal and kek is None:
+            log.warning("no key-encryption key here (EMGAS_KEY_ENCRYPTION_KEY, EMGAS_KEY_ENCRYPTION_KEY_FILE or "
+                        "%s/key-encryption-key): the turns are written to the log unsealed", self.settings.home)
+        if kek is None:
+            return None
+        producer = self._producer
+        assert producer is not None
+
+        async def produce(topic: str, key: bytes, value: bytes | None, partition: int) -> Any:
+            return await producer.send(topic, value, key=key, partition=partition)
+
+        return Sealer(kek, key_ring(self.settings, kek), self.settings.keys_topic, self.settings.partitions, produce)
 
     async def forget(self, event: Forget, timeout_s: float | None = None) -> int:
         """Append a forget request (see `forget_request`) and wait until the
@@ -298,3 +329,18 @@ class MemoryClient:
             waiter = self._pending.get(reply.request_id or "")
             if waiter is not None and not waiter.done():
                 waiter.set_result(reply)
+
+
+async def _sealed_values(sealer: Sealer | None, events: list[ContentEvent]) -> list[bytes]:
+    """Each event's bytes, its turns sealed (their keys written first) when `sealer`."""
+    values = [encode(e) for e in events]
+    if sealer is None:
+        return values
+    turns = [k for k, e in enumerate(events) if isinstance(e, TurnIngested)]
+    sealed = await sealer.seal_turns([
+        (events[k].graph_id, events[k].turn_id, events[k].timestamp.isoformat(), values[k])  # type: ignore[union-attr]
+        for k in turns
+    ])
+    for k, value in zip(turns, sealed):
+        values[k] = value
+    return values

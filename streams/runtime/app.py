@@ -56,7 +56,7 @@ from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App
 from emgas.streams.runtime.recovery import Recovery
 from emgas.replay.keyring import KeysUnavailable
-from emgas.streams.runtime.sealer import Produce, Sealer, opened
+from emgas.streams.kafka.sealer import Produce, Sealer, opened
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
 from emgas.streams.runtime.recovery import Recovery
-from emgas.streams.runtime.sealer import Sealer
+from emgas.streams.kafka.sealer import Sealer
 from emgas.streams.kafka.reader import key_ring
 from emgas.streams.runtime.serving import QueryServer
 from emgas.streams.runtime.viewer import register_viewer

@@ -16,6 +16,7 @@ KEYS = {
     "worker_cpu_ms_per_turn_1", "worker_cpu_ms_per_turn_2", "worker_cpu_ms_per_turn_3",
     "max_unavailable_s_join", "max_unavailable_s_leave",
     "ingest_in_process_turns_per_s_en", "ingest_in_process_turns_per_s_zh", "ingest_in_process_zh_vs_en",
+    "ingest_sealed_vs_unsealed", "replay_sealed_vs_unsealed",
     *(f"{figure}_{history}{snapshots}"
       for figure in ("takeover_s_history", "recovery_s_history", "recovery_in_process_s")
       for history in ("1x", "10x") for snapshots in ("", "_no_snapshots")),
@@ -23,7 +24,7 @@ KEYS = {
 LIMITS = {
     "fold_vs_extraction", "replay_vs_log_read", "ingest_vs_passthrough", "round_trip_vs_hops",
     "takeover_history_10x_vs_1x", "takeover_snapshots_vs_none_10x", "worker_cpu_2_vs_1", "worker_cpu_3_vs_1",
-    "worker_cpu_vs_extraction", "chinese_vs_english",
+    "worker_cpu_vs_extraction", "chinese_vs_english", "ingest_sealed_vs_unsealed", "replay_sealed_vs_unsealed",
 }
 
 
@@ -44,6 +45,7 @@ def test_bench_quick_writes_every_figure(tmp_path):
     for key in KEYS - {"resident_bytes_per_edge"}:
         assert {"median", "min", "max", "repeats"} <= set(figures[key]) and figures[key]["median"] > 0, key
     assert figures["forget_graph_turns"] > 0 and figures["journal_bytes_per_turn"] > 0
+    assert figures["seal_us_per_turn"] > 0 and figures["open_us_per_turn"] > 0 and figures["key_topic_bytes_per_turn"] > 0
     assert figures["fold_events"] > figures["fold_turns"] > 0  # decay ticks and consolidations among the turns
     assert figures["snapshot_bytes_per_edge"] > 0 and figures["takeover_digests_equal"] is True
     for history in ("1x", "10x"):  # with a checkpoint, a takeover reads its snapshot and little else

@@ -17,7 +17,7 @@ from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import Forget, Sealed, TurnIngested
 from emgas.processors.sealing import (
     Envelope, KeyEncryptionKey, SealError, envelope_of, is_sealed, key_record_key, key_set_of, open_sealed, seal,
-    turn_key_id, turn_of_key_id,
+    snapshot_of_key_id, turn_key_id, turn_of_key_id,
 )
 from emgas.replay.fold import FoldCounts, Selection, fold_records
 from emgas.replay.keyring import KeyRing, KeysUnavailable
@@ -100,6 +100,13 @@ def test_another_data_key_does_not_open_it():
 ])
 def test_a_turns_key_id_names_its_turn_and_its_batchs_key_set(key_id, turn, key_set):
     assert (turn_of_key_id(key_id), key_set_of(key_id)) == (turn, key_set)
+
+
+@pytest.mark.parametrize("key_id, as_of", [
+    ("snapshot/120/ab12", 120), ("snapshot/0/x", 0), ("turn/ab12.0/120", None), ("snapshot/x/y", None),
+])
+def test_a_snapshots_key_id_names_its_offset(key_id, as_of):
+    assert snapshot_of_key_id(key_id) == as_of
 
 
 def test_a_key_set_opens_under_its_key_encryption_key_and_record_key_only():

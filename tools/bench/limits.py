@@ -32,6 +32,16 @@ LIMITS = {
         "ingest_in_process_zh_vs_en (per repeat: _turns_per_s_zh / _turns_per_s_en)",
         lambda m: m("ingest_in_process_zh_vs_en"), 0.8, True,
     ),
+    # Sealing each turn's words (`processors.sealing`) costs ingest and
+    # replay at most a tenth: each repeat's sealed rate over its unsealed one.
+    "ingest_sealed_vs_unsealed": Limit(
+        "ingest_sealed_vs_unsealed (per repeat, in process)",
+        lambda m: m("ingest_sealed_vs_unsealed"), 0.9, True,
+    ),
+    "replay_sealed_vs_unsealed": Limit(
+        "replay_sealed_vs_unsealed (per repeat, in process)",
+        lambda m: m("replay_sealed_vs_unsealed"), 0.9, True,
+    ),
     "replay_vs_log_read": Limit(
         "replay_events_per_s / log_read_events_per_s",
         lambda m: m("replay_events_per_s") / m("log_read_events_per_s"), 0.5, True,

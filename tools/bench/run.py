@@ -14,6 +14,7 @@ from emgas.tools.synthetic import Shape, conversations
 from emgas.tools.bench.core import extraction_figures, fold_figures, language_figures, query_figures
 from emgas.tools.bench.forgetting import forget_figures
 from emgas.tools.bench.limits import limits
+from emgas.tools.bench.sealing import sealing_figures
 from emgas.tools.bench.live import broker_in_use, pipeline_figures
 from emgas.tools.bench.takeover import history_log, in_process_recovery_figures, takeover_figures
 from emgas.tools.figures import Progress
@@ -54,6 +55,9 @@ def run_bench(
     progress("queries on the synthetic graph")
     _part(partial, figures)
     figures.update(query_figures(size["concepts"], size["edges"], size["queries"], size["repeats"]))
+    progress("sealing a turn's words")
+    _part(partial, figures)
+    figures.update(sealing_figures(size["language_turns"], size["repeats"]))
     progress("forgetting a turn")
     _part(partial, figures)
     figures.update(forget_figures(size["forget_days"], size["repeats"]))

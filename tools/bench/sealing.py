@@ -11,6 +11,8 @@
 - replay_sealed_vs_unsealed: a replay's decoding and fold of the bench's
   synthetic log with its turns sealed (opened by a key ring holding their
   keys, as after reading the key topic) over the same log unsealed;
+- sealed_vs_plain_turn_bytes: a sealed turn's record over the turn's
+  event unsealed (base64 and the envelope);
 - key_topic_bytes_per_turn: the key sets' records (key and value) over
   the turns they hold (the extract agent's batches of 200 turns, a set
   per graph of each).
@@ -71,6 +73,7 @@ def sealing_figures(turns: int, repeats: int) -> dict[str, Any]:
         "ingest_sealed_vs_unsealed": figure(_ratios(ingest), 3),
         "replay_sealed_vs_unsealed": figure(_ratios(replay), 3),
         "key_topic_bytes_per_turn": round(statistics.mean(key_bytes), 1),
+        "sealed_vs_plain_turn_bytes": round(_bytes(sealed) / _bytes(plain), 3),
     }
 
 
@@ -107,6 +110,11 @@ def sealed_log(plain: list[LogRecord], batch: int = 200) -> tuple[KeyRing, list[
             value = seal(record.value, envelope, data_key, os.urandom(NONCE_BYTES))
             sealed[k] = LogRecord(record.partition, record.offset, record.timestamp_ms, record.key, value)
     return ring, sealed, [sum(set_bytes) // max(1, len(turns))] * len(turns), time.perf_counter() - started
+
+
+def _bytes(records: list[LogRecord]) -> int:
+    """The bytes of the turns' records (sealed or not) of `records`."""
+    return sum(len(r.value) for r in records if r.value.startswith((b'{"type":"turn_ingested"', b'{"type":"sealed"')))
 
 
 def _ratios(rates: dict[str, list[float]]) -> list[float]:

@@ -22,7 +22,8 @@ from typing import Any, Awaitable, Callable
 
 from emgas.processors.events import Checkpoint, Forget, Snapshot
 from emgas.processors.sealing import (
-    KEY_BYTES, NONCE_BYTES, Envelope, KeyEncryptionKey, seal, snapshot_key_id, turn_key_id, turn_of_key_id,
+    KEY_BYTES, NONCE_BYTES, Envelope, KeyEncryptionKey, key_record_key, key_set_of, seal, snapshot_key_id,
+    snapshot_of_key_id, turn_key_id, turn_of_key_id,
 )
 from emgas.replay.keyring import KeyRing
 from emgas.replay.reader import partition_of
@@ -44,7 +45,8 @@ class Sealer:
         self._produce = produce
         self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_erase`
         self._rolls: dict[int, asyncio.TimerHandle] = {}  # partition -> its roll, pending
-        self._snapshot_keys: dict[tuple[str, int], bytes] = {}  # (graph, as_of) -> data key, while its parts go
+        # (graph, as_of) -> key id and data key of the snapshot whose parts are being sent
+        self._snapshot_keys: dict[tuple[str, int], tuple[str, bytes]] = {}
         self._forgetful: dict[int, set[str]] = {}  # partition -> graphs forgotten from (their old snapshots go)
 
     @property
@@ -72,14 +74,16 @@ class Sealer:
         with its first part sent)."""
         if self.kek is None:
             return value
-        envelope = Envelope(part.graph_id, snapshot_key_id(part.as_of), "snapshot", part.timestamp.isoformat())
         at = (part.graph_id, part.as_of)
-        data_key = self._snapshot_keys.get(at)
-        if data_key is None:
-            data_key = self._snapshot_keys[at] = os.urandom(KEY_BYTES)
-            await self._write_sets({(part.graph_id, envelope.key): {envelope.key_id: data_key}})
+        if at not in self._snapshot_keys:
+            key_id = snapshot_key_id(part.as_of, os.urandom(6).hex())
+            self._snapshot_keys[at] = (key_id, os.urandom(KEY_BYTES))
+            record_key = key_record_key(part.graph_id, key_set_of(key_id))
+            await self._write_sets({(part.graph_id, record_key): {key_id: self._snapshot_keys[at][1]}})
+        key_id, data_key = self._snapshot_keys[at]
         if part.part == part.parts - 1:
-            self._snapshot_keys.pop(at, None)
+            del self._snapshot_keys[at]
+        envelope = Envelope(part.graph_id, key_id, "snapshot", part.timestamp.isoformat())
         return seal(value, envelope, data_key, os.urandom(NONCE_BYTES))
 
     async def _write_sets(self, sets: dict[tuple[str, bytes], dict[str, bytes]]) -> None:
@@ -139,8 +143,10 @@ class Sealer:
         if not graphs:
             return
         await self.keys.refresh(partition)
-        older: dict[bytes, dict[str, bytes] | None] = {k: None for graph_id in sorted(graphs) for k in self.keys.graph_sets(partition, graph_id, "snapshot/")
-                 if int(k.rsplit(b"/", 1)[1]) < listed[graph_id]}
+        older: dict[bytes, dict[str, bytes] | None] = {
+            k: None for graph_id in sorted(graphs) for k in self.keys.graph_sets(partition, graph_id, "snapshot/")
+            if (snapshot_of_key_id(k.partition(b"\x00")[2].decode()) or 0) < listed[graph_id]
+        }
         await self._rewrite(partition, older)
         if older:
             log.info("partition %s: %d snapshot keys of graphs forgotten from erased", partition, len(older))
