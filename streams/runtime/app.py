@@ -318,6 +318,12 @@ class Agents:
         worker = self.states.worker(record.partition)
         refolds = None
         if isinstance(graph_event, Forget) and record.offset > worker.state.applied_offset:
+            if not worker.state.repo.has_forget(graph_event.graph_id, graph_event.request_id):
+                # The turns' words made unreadable in the log first: once the
+                # forget counts as applied (a digest query says so), they are.
+                # A crash before it is applied erases nothing that recovery
+                # would not fold the same way.
+                await self.output.sealer.forgotten(graph_event)
             # Re-folding a graph takes a replay of it: off the event loop, so
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
@@ -326,8 +332,6 @@ class Agents:
         wall = datetime.now(timezone.utc)
         outcome, due = worker.on_graph_event(graph_event, record.offset, wall, record.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
-        if isinstance(graph_event, Forget) and outcome is Outcome.APPLIED:
-            await self.output.sealer.forgotten(graph_event)  # its turns' words unreadable in the log
         checkpoint.add(worker, due)
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a

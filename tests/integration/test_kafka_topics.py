@@ -57,7 +57,7 @@ def test_a_worker_creates_its_topics_with_their_configs(kafka, tmp_path):
 def test_an_existing_graph_events_topic_that_drops_records_is_warned_about(kafka, tmp_path, caplog):
     settings = Settings(home=tmp_path, broker=kafka.bootstrap_servers, graph_events_topic="old.graph-events",
                         turns_topic="old.turns", queries_topic="old.queries", replies_topic="old.replies",
-                        dlq_topic="old.dlq", owners_topic="old.owners")
+                        dlq_topic="old.dlq", owners_topic="old.owners", keys_topic="old.keys")
 
     async def made_elsewhere() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)

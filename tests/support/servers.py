@@ -8,9 +8,12 @@ from pathlib import Path
 
 
 def server_env(settings, home: Path) -> dict[str, str]:
-    """The server finds the pipeline's broker like any client: EMGAS_BROKER, EMGAS_HOME."""
+    """The server finds the pipeline's broker like any client: EMGAS_BROKER, EMGAS_HOME;
+    and the workers' key-encryption key (to read the log: `explain`), as another
+    machine would be given it: EMGAS_KEY_ENCRYPTION_KEY_FILE."""
     return {**os.environ, "EMGAS_BROKER": settings.bootstrap_servers(), "EMGAS_HOME": str(home),
-            "EMGAS_QUERY_TIMEOUT_S": "20"}
+            "EMGAS_QUERY_TIMEOUT_S": "20",
+            "EMGAS_KEY_ENCRYPTION_KEY_FILE": str(settings.home / "key-encryption-key")}
 
 
 def wait_for_port(process: subprocess.Popen, port: int, deadline_s: float) -> None:
