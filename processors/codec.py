@@ -14,6 +14,7 @@ from typing import Any, Callable, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from emgas.processors.errors import DecodeError
+from emgas.processors.sealing import SEALED_PREFIX, sealed_header
 from emgas.processors.events import (
     MAX_TEXT_BYTES,
     ActivationQuery,
@@ -195,7 +196,10 @@ def decode_graph_event(raw: bytes | None) -> GraphEvent:
     write) is validated straight from its bytes; anything else (an older
     version to upcast, or bytes that do not validate) takes the general
     path, which refuses a bad event with its one-line reason (a record
-    without a value too: `empty`)."""
+    without a value too: `empty`). A sealed record is read as its envelope
+    (`processors.sealing`: its first line)."""
+    if raw and raw.startswith(SEALED_PREFIX):
+        raw = sealed_header(raw)
     if raw:
         try:
             return _GRAPH_EVENT.validate_json(raw)

@@ -18,17 +18,17 @@ stays sealed, and the fold applies nothing for it (`Outcome.ERASED`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from typing import Callable, TypeVar
+from typing import Callable
 
-from emgas.processors.sealing import KeyEncryptionKey, SealError, envelope_of, graph_key_prefix, is_sealed, open_sealed
+from emgas.processors.sealing import (
+    SEALED_PREFIX, Envelope, KeyEncryptionKey, SealError, envelope_of, graph_key_prefix, open_sealed,
+)
 from emgas.replay.errors import LogUnavailable
-from emgas.replay.reader import LogReader, LogRecord
+from emgas.replay.reader import LogReader
 
 log = logging.getLogger(__name__)
-R = TypeVar("R")
 # A key written just before its record may not be readable yet where the
 # key topic is replicated (the high watermark moves after the followers
 # fetch): a missing key of a record this recent is read for again, every
@@ -36,13 +36,7 @@ R = TypeVar("R")
 RECENT_MS = 30_000
 RETRY_S = 0.05
 RETRIES = 60
-
-
-def _with_value(record: R, value: bytes) -> R:
-    """`record` with another value (a `LogRecord` made directly: 3 µs less than `replace`)."""
-    if type(record) is LogRecord:
-        return LogRecord(record.partition, record.offset, record.timestamp_ms, record.key, value)  # type: ignore[attr-defined, return-value]
-    return dataclasses.replace(record, value=value)  # type: ignore[type-var]  # aiokafka's ConsumerRecord
+PLAIN_HELD = 20_000  # turns sealed here and not yet read back (about 1 KB each)
 
 
 class KeysUnavailable(LogUnavailable):
@@ -62,9 +56,13 @@ class KeyRing:
         self._reader: LogReader | None = None
         self._sets: dict[int, dict[bytes, bytes]] = {}  # partition -> record key -> the key set's record value
         self._opened: dict[bytes, dict[str, bytes]] = {}  # record key -> key id -> data key, of the sets used
+        self._flat: dict[tuple[str, str], bytes] = {}  # (graph, key id) -> data key, of the sets used
         self._read_to: dict[int, int] = {}  # partition -> next offset of the key topic to read
         self._reading = asyncio.Lock()  # one read of the key topic at a time: its reader reads one partition at a time
         self.erased = 0  # sealed records met whose key is gone
+        # key id -> the bytes this process sealed under it, until it reads the record back
+        # (a worker folds the turns it extracted: opening them again would cost their decryption)
+        self._plain: dict[str, bytes] = {}
 
     def add(self, partition: int, key: bytes, value: bytes | None) -> None:
         """A key set this process wrote (None: erased), so its own records open without a read."""
@@ -73,7 +71,18 @@ class KeyRing:
             held.pop(key, None)
         else:
             held[key] = value
-        self._opened.pop(key, None)
+        old = self._opened.pop(key, None)
+        if old:
+            graph_id = key.partition(b"\x00")[0].decode()
+            for key_id in old:
+                self._flat.pop((graph_id, key_id), None)
+
+    def remember(self, key_id: str, event: bytes) -> None:
+        """What this process sealed under `key_id`, so that reading it back costs no decryption
+        (`PLAIN_HELD` at most: the oldest go, read back by another worker or not at all)."""
+        self._plain[key_id] = event
+        if len(self._plain) > PLAIN_HELD:
+            del self._plain[next(iter(self._plain))]
 
     def graphs(self, partition: int) -> set[str]:
         """The graphs with key sets held of `partition`."""
@@ -100,34 +109,46 @@ class KeyRing:
                 opened = self._opened[record_key] = self.kek.open_keys(record_key, value)
             except SealError as err:
                 raise KeysUnavailable(f"{self.topic}: {err}") from None
+            graph_id = record_key.partition(b"\x00")[0].decode()
+            self._flat.update(((graph_id, key_id), data_key) for key_id, data_key in opened.items())
         return opened
 
-    async def open(self, partition: int, records: list[R], timestamp_ms: Callable[[R], int]) -> list[R]:
-        """`records` of one partition of the graph-events topic, each sealed
-        one whose key is known (after reading the key partition to its end)
-        with the bytes that were sealed in its `value`."""
-        sealed = [(k, envelope_of(r.value)) for k, r in enumerate(records) if is_sealed(r.value)]  # type: ignore[attr-defined]
+    def _data_key(self, partition: int, envelope: Envelope) -> bytes | None:
+        found = self._flat.get((envelope.graph_id, envelope.key_id))
+        return found if found is not None else self.keys_of(partition, envelope.key).get(envelope.key_id)
+
+    async def open(self, partition: int, values: list[bytes], times_ms: Callable[[int], int]) -> list[bytes]:
+        """The values of records of one partition of the graph-events topic,
+        each sealed one whose key is known (after reading the key partition
+        to its end) as the bytes that were sealed; `times_ms(k)`: the Kafka
+        timestamp of the `k`th."""
+        sealed = [(k, envelope_of(v)) for k, v in enumerate(values) if v is not None and v.startswith(SEALED_PREFIX)]
         if not sealed:
-            return records
+            return values
         if self.kek is None:
             raise KeysUnavailable(
                 "the log holds sealed turns and no key-encryption key is configured "
                 "(EMGAS_KEY_ENCRYPTION_KEY or EMGAS_KEY_ENCRYPTION_KEY_FILE: the one its workers use)"
             )
-        missing = {e.key_id: k for k, (e, _) in sealed if e.key_id not in self.keys_of(partition, e.key)}
+        plain, data_key_of = self._plain, self._data_key
+        missing = {e.key_id: (k, e.key) for k, (e, _) in sealed
+                   if e.key_id not in plain and data_key_of(partition, e) is None}
         if missing:
-            newest = max(timestamp_ms(records[k]) for k in missing.values())
-            wanted = {sealed_envelope.key_id: sealed_envelope.key for _, (sealed_envelope, _) in sealed}
-            await self._read_until_known(partition, {kid: wanted[kid] for kid in missing}, newest)
-        opened = list(records)
+            newest = max(times_ms(k) for k, _ in missing.values())
+            await self._read_until_known(partition, {kid: key for kid, (_, key) in missing.items()}, newest)
+        opened = list(values)
         for k, (envelope, data) in sealed:
-            data_key = self.keys_of(partition, envelope.key).get(envelope.key_id)
+            known = plain.pop(envelope.key_id, None)
+            if known is not None:
+                opened[k] = known
+                continue
+            data_key = data_key_of(partition, envelope)
             if data_key is None:
                 self.erased += 1
                 log.debug("sealed %s of graph %r: its key is gone", envelope.key_id, envelope.graph_id)
                 continue
             try:
-                opened[k] = _with_value(records[k], open_sealed(envelope, data, data_key))
+                opened[k] = open_sealed(envelope, data, data_key)
             except SealError as err:
                 raise KeysUnavailable(f"{self.topic}: {err}") from None
         return opened

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -35,6 +35,11 @@ def partition_of(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+def _times(records: list[Any]) -> Callable[[int], int]:
+    """The Kafka timestamp of the `k`th of `records`."""
+    return lambda k: records[k].timestamp
+
+
 @dataclass(frozen=True)
 class LogRecord:
     partition: int
@@ -42,10 +47,6 @@ class LogRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes
-
-
-def _record_time(record: LogRecord) -> int:
-    return record.timestamp_ms
 
 
 class LogReader:
@@ -144,20 +145,18 @@ class LogReader:
         position = start
         try:
             while position < stop:
-                records = await self._fetch(tp)
+                fetched = records = await self._fetch(tp)
                 if not records:
                     position = await self._position(tp)
                     if position >= stop:
                         break  # only control records (transaction markers) were left
                     raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
-                batch = [
-                    LogRecord(partition, r.offset, r.timestamp, r.key, r.value)
-                    for r in records
-                    if r.offset < stop
-                ]
-                position = records[-1].offset + 1
-                if batch and self.keys is not None:
-                    batch = await self.keys.open(partition, batch, _record_time)
+                records = [r for r in records if r.offset < stop]
+                values = [r.value for r in records]
+                if records and self.keys is not None:  # sealed turns and snapshots: what was sealed
+                    values = await self.keys.open(partition, values, _times(records))
+                batch = [LogRecord(partition, r.offset, r.timestamp, r.key, v) for r, v in zip(records, values)]
+                position = fetched[-1].offset + 1
                 if batch:
                     yield batch
         finally:

@@ -115,7 +115,9 @@ class Sealed(Event):
     then sees the event that was sealed. The fold meets a `sealed` event
     only when its key is gone: the turn was forgotten and its key erased,
     and the record applies nothing, as if the log never held it.
-    `data`: base64 of nonce, ciphertext and tag.
+
+    On the wire this object is the record's first line; the sealed bytes
+    (nonce, AES-256-GCM ciphertext and tag) follow a newline, raw.
     """
 
     type: Literal["sealed"] = "sealed"
@@ -124,4 +126,3 @@ class Sealed(Event):
     key_id: Identifier  # `turn/<turn id>` or `snapshot/<offset of its snapshot_started>`
     sealed_type: Literal["turn_ingested", "snapshot"]
     timestamp: EventTime
-    data: str

@@ -224,7 +224,8 @@ class MemoryClient:
         async def produce(topic: str, key: bytes, value: bytes | None, partition: int) -> Any:
             return await producer.send(topic, value, key=key, partition=partition)
 
-        return Sealer(kek, key_ring(self.settings, kek), self.settings.keys_topic, self.settings.partitions, produce)
+        return Sealer(kek, key_ring(self.settings, kek), self.settings.keys_topic, self.settings.partitions, produce,
+                      reads_back=False)
 
     async def forget(self, event: Forget, timeout_s: float | None = None) -> int:
         """Append a forget request (see `forget_request`) and wait until the

@@ -40,8 +40,9 @@ class Sealer:
     None: it seals nothing (`EMGAS_SEAL=false`) but still opens and erases."""
 
     def __init__(self, kek: KeyEncryptionKey | None, keys: KeyRing, topic: str, partitions: int,
-                 produce: Produce, roll_after_s: float = 3600.0) -> None:
+                 produce: Produce, roll_after_s: float = 3600.0, reads_back: bool = True) -> None:
         self.kek, self.keys, self.topic, self.partitions = kek, keys, topic, partitions
+        self.reads_back = reads_back  # it folds what it seals (a worker): its ring keeps the bytes sealed
         self._produce = produce
         self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_erase`
         self._rolls: dict[int, asyncio.TimerHandle] = {}  # partition -> its roll, pending
@@ -67,6 +68,9 @@ class Sealer:
             sets.setdefault((graph_id, envelope.key), {})[envelope.key_id] = data_key
             made.append((envelope, event, data_key))
         await self._write_sets(sets)
+        if self.reads_back:
+            for envelope, event, _ in made:
+                self.keys.remember(envelope.key_id, event)
         return [seal(event, envelope, data_key, os.urandom(NONCE_BYTES)) for envelope, event, data_key in made]
 
     async def seal_snapshot_part(self, part: Snapshot, value: bytes) -> bytes:
@@ -208,11 +212,11 @@ def by_partition(records: list[Any]) -> dict[int, list[int]]:
     return found
 
 
-async def opened(keys: KeyRing, records: list[Any]) -> list[Any]:
-    """`records` (of any partitions) with their sealed ones opened."""
-    result = list(records)
+async def opened(keys: KeyRing, records: list[Any]) -> list[bytes]:
+    """The values of `records` (of any partitions), the sealed ones opened."""
+    values = [record.value for record in records]
     for partition, indices in by_partition(records).items():
-        part = await keys.open(partition, [records[k] for k in indices], lambda r: int(r.timestamp or 0))
-        for k, record in zip(indices, part):
-            result[k] = record
-    return result
+        part = await keys.open(partition, [values[k] for k in indices], lambda n: int(records[indices[n]].timestamp or 0))  # noqa: B023
+        for k, value in zip(indices, part):
+            values[k] = value
+    return values

@@ -267,25 +267,25 @@ class Agents:
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
         try:
-            records = await opened(self.output.sealer.keys, records)  # sealed turns and snapshots: what was sealed
+            values = await opened(self.output.sealer.keys, records)  # sealed turns and snapshots: what was sealed
         except KeysUnavailable as err:
             log.error("%s", err)
             if self.on_fatal is not None:
                 await self.on_fatal(err)
             raise
-        for k, record in enumerate(records):
+        for k, (record, value) in enumerate(zip(records, values)):
             if k and not k % DECODE_SLICE:
                 await asyncio.sleep(0)  # decoding a slice at a time too
             try:
-                graph_event = guarded(decode_for_fold, record.value)
+                graph_event = guarded(decode_for_fold, value)
             except DecodeError as err:
-                await self.output.to_dlq(record, err)
+                await self.output.to_dlq(record, err)  # its bytes as they are in the log
                 continue
             if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
                 await self.apply_batch(record.partition, pending.pop(record.partition, []), checkpoint)
                 await self.apply_one(record, graph_event, checkpoint)
             else:
-                pending.setdefault(record.partition, []).append((graph_event, record.offset, record.value))
+                pending.setdefault(record.partition, []).append((graph_event, record.offset, value))
         for partition, events in pending.items():
             await self.apply_batch(partition, events, checkpoint)
         await checkpoint.commit()

@@ -74,18 +74,29 @@ def test_a_sealed_turn_shows_only_its_envelope():
     assert model.timestamp == event.timestamp
 
 
-@pytest.mark.parametrize("change", [
-    {"graph_id": "other"},  # moved to another graph
-    {"key_id": "turn/a1.0/t2"},  # or to another turn
-    {"sealed_type": "snapshot"},  # or passed off as another kind of record
-    {"data": base64.b64encode(b"\0" * 64).decode()},  # or tampered with
+@pytest.mark.parametrize("change, flip", [
+    ({"graph_id": "other"}, None),  # moved to another graph
+    ({"key_id": "turn/a1.0/t2"}, None),  # or to another turn
+    ({"sealed_type": "snapshot"}, None),  # or passed off as another kind of record
+    ({}, 20),  # or its sealed bytes tampered with
+    ({}, -1),  # (its tag)
 ])
-def test_a_sealed_record_moved_or_tampered_with_does_not_open(change):
+def test_a_sealed_record_moved_or_tampered_with_does_not_open(change, flip):
     key = os.urandom(32)
-    obj = orjson.loads(sealed_turn(ingested("g", "t1", {"kafka": 0.5}), key))
-    envelope, data = envelope_of(orjson.dumps({**obj, **change}))
+    header, _, sealed = sealed_turn(ingested("g", "t1", {"kafka": 0.5}), key).partition(b"\n")
+    if flip is not None:
+        sealed = bytearray(sealed)
+        sealed[flip] ^= 1
+    envelope, data = envelope_of(orjson.dumps({**orjson.loads(header), **change}) + b"\n" + bytes(sealed))
     with pytest.raises(SealError):
         open_sealed(envelope, data, key)
+
+
+def test_a_record_that_is_not_a_sealed_one_is_refused_as_such():
+    for raw in (b'{"type":"sealed"}', b'{"type":"sealed","graph_id":"g","key_id":"k","sealed_type":"turn_ingested",'
+                b'"timestamp":"t"}', b'{"type":"sealed",\n'):
+        with pytest.raises(SealError, match="not a sealed event"):
+            envelope_of(raw)
 
 
 def test_another_data_key_does_not_open_it():
@@ -184,15 +195,19 @@ def records_of(values: list[bytes]) -> list[LogRecord]:
     return [LogRecord(0, k, 0, b"g", value) for k, value in enumerate(values)]
 
 
+def opened(ring: KeyRing, values: list[bytes]) -> list[bytes]:
+    """What `ring` opens of one partition's record values (written long ago)."""
+    return asyncio.run(ring.open(0, values, lambda k: 0))
+
+
 def test_the_ring_opens_sealed_records_with_the_keys_it_reads_and_leaves_the_rest():
     event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
     sealed = sealed_turn(event, data_key)
     plain = encode(ingested("g", "t2", {"lag": 0.5}))
     topic = KeyTopic([key_set({envelope(event).key_id: data_key})])
     ring = KeyRing(KEK, TOPIC, topic)
-    opened = asyncio.run(ring.open(0, records_of([sealed, plain]), lambda r: r.timestamp_ms))
-    assert [r.value for r in opened] == [encode(event), plain]
-    assert asyncio.run(ring.open(0, records_of([sealed]), lambda r: r.timestamp_ms))[0].value == encode(event)
+    assert opened(ring, [sealed, plain]) == [encode(event), plain]
+    assert opened(ring, [sealed]) == [encode(event)]
     assert topic.reads == 1  # the key was held after the first read
 
 
@@ -202,28 +217,26 @@ def test_a_record_whose_key_was_erased_stays_sealed_and_folds_to_nothing():
     written = key_set({envelope(event).key_id: data_key, envelope(other, 1).key_id: os.urandom(32)})
     rewritten = key_set({envelope(other, 1).key_id: os.urandom(32)})  # t1 forgotten: its set again without its key
     ring = KeyRing(KEK, TOPIC, KeyTopic([written, rewritten]))
-    opened = asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))
-    assert is_sealed(opened[0].value) and ring.erased == 1
+    [value] = opened(ring, [sealed_turn(event, data_key)])
+    assert is_sealed(value) and ring.erased == 1
     state = PartitionState(MemoryStore(), FAST)
-    assert state.apply(decode_graph_event(opened[0].value), 0) is Outcome.ERASED
+    assert state.apply(decode_graph_event(value), 0) is Outcome.ERASED
     assert not list(partition_digests(state.repo))
 
 
 def test_sealed_records_without_a_key_encryption_key_are_refused_not_skipped():
     ring = KeyRing(None, TOPIC, KeyTopic([]))
-    plain = records_of([encode(ingested("g", "t2", {"lag": 0.5}))])
-    assert asyncio.run(ring.open(0, plain, lambda r: r.timestamp_ms)) == plain
+    plain = [encode(ingested("g", "t2", {"lag": 0.5}))]
+    assert opened(ring, plain) == plain
     with pytest.raises(KeysUnavailable, match="no key-encryption key"):
-        asyncio.run(ring.open(0, records_of([sealed_turn(ingested("g", "t1", {"k": 0.5}), os.urandom(32))]),
-                              lambda r: r.timestamp_ms))
+        opened(ring, [sealed_turn(ingested("g", "t1", {"k": 0.5}), os.urandom(32))])
 
 
 def test_keys_wrapped_by_another_key_encryption_key_are_refused():
     data_key = os.urandom(32)
     topic = KeyTopic([key_set({turn_key_id("t1", "a1", 0): data_key}, KeyEncryptionKey(bytes(32)))])
     with pytest.raises(KeysUnavailable, match="not this one"):
-        asyncio.run(KeyRing(KEK, TOPIC, topic).open(0, records_of([sealed_turn(ingested("g", "t1", {"k": 0.5}), data_key)]),
-                                                     lambda r: r.timestamp_ms))
+        opened(KeyRing(KEK, TOPIC, topic), [sealed_turn(ingested("g", "t1", {"k": 0.5}), data_key)])
 
 
 def test_keys_written_here_open_without_reading_the_topic():
@@ -231,7 +244,7 @@ def test_keys_written_here_open_without_reading_the_topic():
     topic = KeyTopic([])
     ring = KeyRing(KEK, TOPIC, topic)
     ring.add(0, *key_set({envelope(event).key_id: data_key}))
-    assert asyncio.run(ring.open(0, records_of([sealed_turn(event, data_key)]), lambda r: r.timestamp_ms))[0].value == encode(event)
+    assert opened(ring, [sealed_turn(event, data_key)]) == [encode(event)]
     assert topic.reads == 0
 
 
@@ -268,7 +281,7 @@ def test_a_log_replayed_after_its_forgotten_turns_keys_are_erased_equals_the_liv
     kept = {key_id: data_key for key_id, data_key in keys.items() if turn_of_key_id(key_id) not in forgotten}
     ring = KeyRing(KEK, TOPIC, KeyTopic([key_set(keys), key_set(kept)]))  # the set written, then without them
     replayed = PartitionState(MemoryStore(), FAST)
-    fold_records(replayed, asyncio.run(ring.open(0, records_of(values), lambda r: r.timestamp_ms)), Selection(),
+    fold_records(replayed, records_of(opened(ring, values)), Selection(),
                  FoldCounts())
     never = PartitionState(MemoryStore(), FAST)
     for offset, event in never_saw(log.log, set(forgotten)):

@@ -1,16 +1,18 @@
 """What sealing a turn's words costs (`processors.sealing`), in process.
 
-- seal_us_per_turn / open_us_per_turn: a worker sealing a turn's event (a
-  data key drawn, wrapped by the key-encryption key, the event encrypted)
-  and a reader opening it (the key unwrapped, the event decrypted);
+- seal_us_per_turn / open_us_per_turn / read_back_us_per_turn: a worker
+  sealing a turn's event (a data key drawn, the batch's keys sealed as a
+  set, the event encrypted), a reader opening it (its key set opened, the
+  event decrypted), and a worker reading back a turn it sealed (it kept
+  the bytes: `KeyRing.remember`);
 - ingest_sealed_vs_unsealed: what a worker does with a turn (extraction,
-  the event's bytes, decoding and the fold into RocksDB, as
-  `core.language_figures` times it) with sealing and opening, over the same
-  without, each repeat's pair a second apart; the Kafka side (a key set
-  record per graph and batch, `key_topic_bytes_per_turn`) is left out;
+  decoding and the fold into RocksDB, as `core.language_figures` times
+  it) over the same with sealing and reading back added, each measured in
+  the same repeat; the Kafka side (a key set record per graph and batch,
+  `key_topic_bytes_per_turn`) is left out;
 - replay_sealed_vs_unsealed: a replay's decoding and fold of the bench's
-  synthetic log with its turns sealed (opened by a key ring holding their
-  keys, as after reading the key topic) over the same log unsealed;
+  synthetic log over the same with opening its sealed turns added (a ring
+  holding their keys, as after reading the key topic);
 - sealed_vs_plain_turn_bytes: a sealed turn's record over the turn's
   event unsealed (base64 and the envelope);
 - key_topic_bytes_per_turn: the key sets' records (key and value) over
@@ -46,42 +48,49 @@ def sealing_figures(turns: int, repeats: int) -> dict[str, Any]:
     tag = extractor_id(extraction)
     synthetic = conversations(turns)
     plain = log_records(synthetic_log(synthetic, params))
-    ring, sealed, key_bytes, seal_s = sealed_log(plain)
-    sealed_turns = len(key_bytes)
-    ingest: dict[str, list[float]] = {"sealed": [], "unsealed": []}
-    replay: dict[str, list[float]] = {"sealed": [], "unsealed": []}
-    open_s = []
+    ingest, replay, seal_us, open_us, read_back_us = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="emgas-bench-sealing-") as tmp:
         for i in range(repeats):
-            for kind in ("sealed", "unsealed") if i % 2 == 0 else ("unsealed", "sealed"):
-                extract_started = time.perf_counter()
-                encode_all(synthetic, extraction, tag)
-                extract_s = time.perf_counter() - extract_started
-                started = time.perf_counter()
-                records = asyncio.run(ring.open(0, sealed, _time)) if kind == "sealed" else plain
-                opened_s = time.perf_counter() - started
-                events = [(decode_for_fold(r.value), r) for r in records]
-                seconds = time.perf_counter() - started + _fold_s(events, Path(tmp) / f"{kind}-{i}", params)
-                replay[kind].append(len(plain) / seconds)
-                ingest[kind].append(turns / (extract_s + seconds + (seal_s if kind == "sealed" else 0.0)))
-                if kind == "sealed":
-                    open_s.append(opened_s)
+            started = time.perf_counter()
+            encode_all(synthetic, extraction, tag)
+            extract_s = time.perf_counter() - started
+            started = time.perf_counter()
+            events = [(decode_for_fold(r.value), r) for r in plain]
+            fold_s = time.perf_counter() - started + _fold_s(events, Path(tmp) / f"fold-{i}", params)
+            # A worker: seals what it extracted and reads it back (`KeyRing.remember`).
+            ring, sealed, key_bytes, seal_s = sealed_log(plain, remember=True)
+            read_back_s = _opened_s(ring, sealed)
+            # A replay: opens every turn with the keys it read.
+            ring, sealed, _, _ = sealed_log(plain, remember=False)
+            open_s = _opened_s(ring, sealed)
+            ingest.append((extract_s + fold_s) / (extract_s + fold_s + seal_s + read_back_s))
+            replay.append(fold_s / (fold_s + open_s))
+            seal_us.append(seal_s / len(key_bytes) * 1e6)
+            open_us.append(open_s / len(key_bytes) * 1e6)
+            read_back_us.append(read_back_s / len(key_bytes) * 1e6)
     return {
         "sealing_turns": turns,
-        "seal_us_per_turn": round(seal_s / sealed_turns * 1e6, 2),
-        "open_us_per_turn": round(statistics.median(open_s) / sealed_turns * 1e6, 2),
-        "ingest_sealed_vs_unsealed": figure(_ratios(ingest), 3),
-        "replay_sealed_vs_unsealed": figure(_ratios(replay), 3),
+        "seal_us_per_turn": figure(seal_us, 2), "open_us_per_turn": figure(open_us, 2),
+        "read_back_us_per_turn": figure(read_back_us, 2),
+        "ingest_sealed_vs_unsealed": figure(ingest, 3),
+        "replay_sealed_vs_unsealed": figure(replay, 3),
         "key_topic_bytes_per_turn": round(statistics.mean(key_bytes), 1),
         "sealed_vs_plain_turn_bytes": round(_bytes(sealed) / _bytes(plain), 3),
     }
 
 
-def sealed_log(plain: list[LogRecord], batch: int = 200) -> tuple[KeyRing, list[LogRecord], list[int], float]:
+def _opened_s(ring: KeyRing, sealed: list[LogRecord]) -> float:
+    started = time.perf_counter()
+    asyncio.run(ring.open(0, [r.value for r in sealed], lambda k: 0))
+    return time.perf_counter() - started
+
+
+def sealed_log(plain: list[LogRecord], remember: bool, batch: int = 200) -> tuple[KeyRing, list[LogRecord], list[int], float]:
     """The log with each turn sealed as a worker seals it (its keys in one
-    key set per graph and batch of `batch` turns), a ring holding the sets,
-    each set record's bytes (key and value) per turn, and the seconds the
-    sealing took (not finding the turns' ids: a worker has them)."""
+    key set per graph and batch of `batch` turns), a ring holding the sets
+    (and, when `remember`, the bytes sealed, as a worker's ring does), each
+    set record's bytes (key and value) per turn, and the seconds the sealing
+    took (not finding the turns' ids: a worker has them)."""
     ring = KeyRing(KEK, "emgas.keys", _no_reader)
     turns = {}
     for k, record in enumerate(plain):
@@ -107,6 +116,8 @@ def sealed_log(plain: list[LogRecord], batch: int = 200) -> tuple[KeyRing, list[
             set_bytes.append(len(key) + len(value))
         for k, envelope, data_key in made:
             record = plain[k]
+            if remember:
+                ring.remember(envelope.key_id, record.value)
             value = seal(record.value, envelope, data_key, os.urandom(NONCE_BYTES))
             sealed[k] = LogRecord(record.partition, record.offset, record.timestamp_ms, record.key, value)
     return ring, sealed, [sum(set_bytes) // max(1, len(turns))] * len(turns), time.perf_counter() - started
@@ -119,10 +130,6 @@ def _bytes(records: list[LogRecord]) -> int:
 
 def _ratios(rates: dict[str, list[float]]) -> list[float]:
     return [s / u for s, u in zip(rates["sealed"], rates["unsealed"])]
-
-
-def _time(record: LogRecord) -> int:
-    return record.timestamp_ms
 
 
 def _no_reader() -> Any:
