@@ -178,8 +178,10 @@ def open_sealed(envelope: Envelope, sealed: bytes | memoryview, data_key: bytes)
 
 @dataclass(frozen=True)
 class KeyEncryptionKey:
-    """The operator's key-encryption key (32 bytes): wraps every data key.
-    Its fingerprint names it in each key record, so a key wrapped by another
+    """The operator's key-encryption key (32 bytes): seals every key set
+    (AES-256-GCM with a random nonce per set written: far below GCM's bound
+    of 2^32 messages a key at a set per graph and extract batch). Its
+    fingerprint names it in each key record, so a set sealed under another
     one is told apart from a damaged one."""
 
     secret: bytes = field(repr=False)

@@ -1,15 +1,20 @@
 """A worker's sealing: data keys made, written, used and erased (`processors.sealing`).
 
 - A turn's `turn_ingested` event is sealed under a key of its own, a
-  snapshot's parts under one key per snapshot. Each key is written to the
-  key topic, in its graph's partition, and acknowledged before the record
-  it seals is sent, so whoever reads that record can find its key.
+  snapshot's parts under one key per writing. The keys of a batch's turns
+  of one graph are written as one key set to the key topic, in the
+  graph's partition, and acknowledged before the records they seal are
+  sent, so whoever reads those records can find their keys.
 - The records the apply agent takes are opened with the worker's ring
-  (`replay.keyring`), which holds the keys it wrote and those it read.
-- Applying a forget erases the forgotten turns' keys (tombstones) at once,
-  and the keys of the graph's snapshots written before the forget once a
-  checkpoint lists a snapshot written after it: recovery starts from the
-  latest checkpoint, so it never needs a snapshot whose key is gone.
+  (`replay.keyring`), which holds the keys it wrote and those it read,
+  and the bytes of the turns it sealed until it reads them back.
+- Applying a forget erases the forgotten turns' keys at once (each key
+  set holding one is written again without it, or a tombstone when none
+  is left), and the keys of the graph's snapshots written before the
+  forget once a checkpoint lists a snapshot written after it: recovery
+  starts from the latest checkpoint, so it never needs a snapshot whose
+  key is gone. A caught-up partition erases what a stopped worker did not
+  (`reconcile`).
 """
 
 from __future__ import annotations
@@ -44,15 +49,11 @@ class Sealer:
         self.kek, self.keys, self.topic, self.partitions = kek, keys, topic, partitions
         self.reads_back = reads_back  # it folds what it seals (a worker): its ring keeps the bytes sealed
         self._produce = produce
-        self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_erase`
+        self.roll_after_s = roll_after_s  # the key topic's segment.ms, in s: see `_rewrite`
         self._rolls: dict[int, asyncio.TimerHandle] = {}  # partition -> its roll, pending
         # (graph, as_of) -> key id and data key of the snapshot whose parts are being sent
         self._snapshot_keys: dict[tuple[str, int], tuple[str, bytes]] = {}
         self._forgetful: dict[int, set[str]] = {}  # partition -> graphs forgotten from (their old snapshots go)
-
-    @property
-    def seals(self) -> bool:
-        return self.kek is not None
 
     async def seal_turns(self, turns: list[tuple[str, str, str, bytes]]) -> list[bytes]:
         """(graph id, turn id, event time, turn_ingested bytes) -> the sealed
