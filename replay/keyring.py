@@ -37,6 +37,7 @@ RECENT_MS = 30_000
 RETRY_S = 0.05
 RETRIES = 60
 PLAIN_HELD = 20_000  # turns sealed here and not yet read back (about 1 KB each)
+OPENED_HELD = 200_000  # data keys of the key sets opened, kept at once (about 200 bytes each)
 
 
 class KeysUnavailable(LogUnavailable):
@@ -109,6 +110,8 @@ class KeyRing:
                 opened = self._opened[record_key] = self.kek.open_keys(record_key, value)
             except SealError as err:
                 raise KeysUnavailable(f"{self.topic}: {err}") from None
+            if len(self._flat) > OPENED_HELD:  # a cache of what `_sets` holds sealed: emptied, not grown for ever
+                self._opened, self._flat = {record_key: opened}, {}
             graph_id = record_key.partition(b"\x00")[0].decode()
             self._flat.update(((graph_id, key_id), data_key) for key_id, data_key in opened.items())
         return opened

@@ -303,3 +303,13 @@ def never_saw(log: list, forgotten: set[str]) -> list:
 
 def digest_map(state: PartitionState) -> dict:
     return {(d.graph_id, d.version): d.digest for d in partition_digests(state.repo)}
+
+
+def test_the_rings_opened_keys_are_a_cache_it_empties_past_its_bound(monkeypatch):
+    monkeypatch.setattr("emgas.replay.keyring.OPENED_HELD", 1)
+    turns = [ingested(graph, "t1", {"kafka": 0.5}) for graph in ("g", "h", "i")]
+    keys = [os.urandom(32) for _ in turns]
+    ring = KeyRing(KEK, TOPIC, KeyTopic([key_set({envelope(t).key_id: k}, graph=t.graph_id) for t, k in zip(turns, keys)]))
+    for _ in range(2):  # each set opened again once the others' keys pushed it out
+        assert opened(ring, [sealed_turn(t, k) for t, k in zip(turns, keys)]) == [encode(t) for t in turns]
+        assert len(ring._flat) <= 2  # the bound, and the set opened last
