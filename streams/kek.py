@@ -58,12 +58,18 @@ def _decoded(text: str, source: str) -> KeyEncryptionKey:
 
 
 def _make(where: Path) -> None:
-    """32 random bytes, base64, in a file only its owner reads; another
-    process making it at the same moment wins (O_EXCL), and both use its."""
+    """32 random bytes, base64, in a file only its owner reads. Written
+    whole beside it, then linked into place (which fails if the file is
+    there): two workers starting at once on one home each read a whole
+    key, the same one, never a file half written."""
     where.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
+    draft = where.with_name(f".{where.name}.{os.getpid()}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(base64.b64encode(os.urandom(KEY_BYTES)).decode() + "\n")
+    try:
+        os.link(draft, where)
+    except FileExistsError:
+        pass  # another process made it first: its key is the one
+    finally:
+        draft.unlink()

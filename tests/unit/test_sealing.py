@@ -313,3 +313,21 @@ def test_the_rings_opened_keys_are_a_cache_it_empties_past_its_bound(monkeypatch
     for _ in range(2):  # each set opened again once the others' keys pushed it out
         assert opened(ring, [sealed_turn(t, k) for t, k in zip(turns, keys)]) == [encode(t) for t in turns]
         assert len(ring._flat) <= 2  # the bound, and the set opened last
+
+
+def test_workers_making_the_default_key_at_once_all_read_the_same_whole_one(tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = threading.Barrier(8)
+
+    def make() -> bytes:
+        start.wait()  # all at once, as workers started together on one home
+        made = load_kek(None, None, tmp_path, create=True)
+        assert made is not None
+        return made.secret
+
+    with ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: make(), range(8)))
+    assert len(set(keys)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["key-encryption-key"]  # no draft left behind
