@@ -63,7 +63,7 @@ def _make(where: Path) -> None:
     there): two workers starting at once on one home each read a whole
     key, the same one, never a file half written."""
     where.parent.mkdir(parents=True, exist_ok=True)
-    draft = where.with_name(f".{where.name}.{os.getpid()}")
+    draft = where.with_name(f".{where.name}.{os.getpid()}.{os.urandom(4).hex()}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(base64.b64encode(os.urandom(KEY_BYTES)).decode() + "\n")
