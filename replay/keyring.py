@@ -40,6 +40,10 @@ PLAIN_HELD = 20_000  # turns sealed here and not yet read back (about 1 KB each)
 OPENED_HELD = 200_000  # data keys of the key sets opened, kept at once (about 200 bytes each)
 
 
+NO_KEK = ("the log holds sealed turns and no key-encryption key is configured "
+          "(EMGAS_KEY_ENCRYPTION_KEY or EMGAS_KEY_ENCRYPTION_KEY_FILE: the one its workers use)")
+
+
 class KeysUnavailable(LogUnavailable):
     """Sealed records and no key-encryption key to open them, or keys
     wrapped by another one: the fold would silently miss their turns."""
@@ -102,10 +106,7 @@ class KeyRing:
             if value is None:
                 return {}
             if self.kek is None:
-                raise KeysUnavailable(
-                    "the log holds sealed turns and no key-encryption key is configured "
-                    "(EMGAS_KEY_ENCRYPTION_KEY or EMGAS_KEY_ENCRYPTION_KEY_FILE: the one its workers use)"
-                )
+                raise KeysUnavailable(NO_KEK)
             try:
                 opened = self._opened[record_key] = self.kek.open_keys(record_key, value)
             except SealError as err:
@@ -129,10 +130,7 @@ class KeyRing:
         if not sealed:
             return values
         if self.kek is None:
-            raise KeysUnavailable(
-                "the log holds sealed turns and no key-encryption key is configured "
-                "(EMGAS_KEY_ENCRYPTION_KEY or EMGAS_KEY_ENCRYPTION_KEY_FILE: the one its workers use)"
-            )
+            raise KeysUnavailable(NO_KEK)  # folding on would silently drop their turns
         plain, data_key_of = self._plain, self._data_key
         missing = {e.key_id: (k, e.key) for k, (e, _) in sealed
                    if e.key_id not in plain and data_key_of(partition, e) is None}

@@ -8,41 +8,14 @@ from emgas.processors.events import Checkpoint, Forget, Snapshot, SnapshotLocati
 from emgas.processors.sealing import KeyEncryptionKey, envelope_of, open_sealed, snapshot_of_key_id, turn_of_key_id
 from emgas.replay.keyring import KeyRing
 from emgas.streams.kafka.sealer import ROLL_KEY, Sealer
+from tests.support.key_topic import TOPIC, KeyTopic
 
 KEK = KeyEncryptionKey(bytes(range(32)))
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
-TOPIC = "emgas.keys"
 
 
-class Topic:
+class Topic(KeyTopic):
     """The key topic as the sealer writes it and the ring reads it (one partition)."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-
-    async def produce(self, topic: str, key: bytes, value: bytes | None, partition: int):  # noqa: ANN201
-        assert topic == TOPIC and partition == 0
-        self.records.append((key, value))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-    def __call__(self) -> "Topic":  # the ring's reader
-        return self
-
-    async def __aenter__(self) -> "Topic":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
-    async def bounds(self, topic, partitions):  # noqa: ANN001, ANN201
-        return {p: (0, len(self.records)) for p in partitions}
-
-    async def read(self, topic, partition, start, stop):  # noqa: ANN001, ANN201
-        from emgas.replay.reader import LogRecord
-
-        yield [LogRecord(0, k, 0, key, value) for k, (key, value) in enumerate(self.records) if start <= k < stop]
 
     def erased(self) -> set[bytes]:
         """The record keys whose latest version is a tombstone."""

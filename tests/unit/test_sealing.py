@@ -29,10 +29,10 @@ from emgas.streams.errors import ConfigError
 from emgas.streams.kek import load_kek
 from emgas.tools.driver import LocalLog
 from tests.support.factories import FAST, T0, VOCAB, ingested
+from tests.support.key_topic import TOPIC, KeyTopic
 
 KEK = KeyEncryptionKey(bytes(range(32)))
 ASKED = T0 + timedelta(days=400)
-TOPIC = "emgas.keys"
 
 
 def envelope(event: TurnIngested, n: int = 0) -> Envelope:
@@ -165,30 +165,6 @@ def test_an_unusable_key_encryption_key_is_a_config_error(tmp_path, secret, file
 
 
 # -- the key ring ----------------------------------------------------------------------
-
-
-class KeyTopic:
-    """One partition of a key topic, read as `LogReader` reads it."""
-
-    def __init__(self, records: list[tuple[bytes, bytes | None]]) -> None:
-        self.records = records
-        self.reads = 0
-
-    def __call__(self) -> "KeyTopic":
-        return self
-
-    async def __aenter__(self) -> "KeyTopic":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
-    async def bounds(self, topic, partitions):  # noqa: ANN001, ANN201
-        return {p: (0, len(self.records)) for p in partitions}
-
-    async def read(self, topic, partition, start, stop):  # noqa: ANN001, ANN201
-        self.reads += 1
-        yield [LogRecord(partition, k, 0, key, value) for k, (key, value) in enumerate(self.records) if start <= k < stop]
 
 
 def records_of(values: list[bytes]) -> list[LogRecord]:
