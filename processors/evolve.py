@@ -1,21 +1,19 @@
 """Applying a graph event: one pure `evolve(event, slice, params) -> Writes` per type.
 
-The caller (`state.projector`, through the rule it registers for the
-type in `state.rules`) checks idempotency (offset, duplicate turn, tick,
+The caller (`state.projector`, through the type's rule in the one table
+of rules, `state.rules.RULES`, which pairs each type with its evolve here)
+checks idempotency (offset, duplicate turn, tick,
 retrieval, forget), loads the `Slice` of the graph version the event
 needs, calls `evolve`, and applies the writes it returns
 (`processors.writes`) to the store and the in-memory graph. Every decision
 about what changes is made here, from the event and the slice alone: no
 store, no clock, no environment. So the same log gives the same graph,
 whoever folds it and however the writes are batched.
-
-An event type with no registered evolve raises `NotImplementedError`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import singledispatch
 from typing import Mapping
 
 from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwitched, Retrieved, TurnIngested
@@ -65,12 +63,6 @@ class Slice:
     refolds: Mapping[GraphRef, Refolded | None] = field(default_factory=dict)
 
 
-@singledispatch
-def evolve(event: object, slice_: Slice, params: GraphParams) -> Writes:
-    """The writes `event` makes to the graph version in `slice_`, in order."""
-    raise NotImplementedError(f"no evolve registered for {type(event).__name__}")
-
-
 def pair_after(old: PairState | None, at) -> PairState:  # noqa: ANN001 - a datetime
     """A co-occurrence at event time `at`: c(x, y) + 1, last = max(last, at)
     (the first one: count 1, last = at)."""
@@ -79,7 +71,6 @@ def pair_after(old: PairState | None, at) -> PairState:  # noqa: ANN001 - a date
     return pair_state(old.count + 1, old.last if old.last > at else at)
 
 
-@evolve.register
 def evolve_turn(event: TurnIngested, s: Slice, params: GraphParams) -> Writes:
     """A turn not yet applied: each concept mentioned (`concept_after_mention`),
     +1 on every pair of its distinct concepts (`CoOccur`, see `pair_after`),
@@ -102,13 +93,11 @@ def evolve_turn(event: TurnIngested, s: Slice, params: GraphParams) -> Writes:
     return (Register(), PutMeta(meta), *concepts, AddPassage(passage), CoOccur(ids, at))
 
 
-@evolve.register
 def evolve_switch(event: GraphVersionSwitched, s: Slice, params: GraphParams) -> Writes:
     """From here on the graph is served from and ingests into `event.version`."""
     return (SwitchVersion(event.version),)
 
 
-@evolve.register
 def evolve_retrieved(event: Retrieved, s: Slice, params: GraphParams) -> Writes:
     """Each boosted concept still in the graph: `concept_after_retrieval`
     (A + on_grid(amount), retrievals + 1); the request is marked applied."""
@@ -125,7 +114,6 @@ def after_tick(meta: GraphMeta, tick: Decay) -> GraphMeta:
     return replaced(meta, {"decayed_to": tick.timestamp, "decay": tick.params})
 
 
-@evolve.register
 def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     """A tick at t: of what the event lists, what still qualifies at t
     (`processors.pruning`: a concept reinforced since the decision is
@@ -171,7 +159,6 @@ def evolve_decay(event: Decay, s: Slice, params: GraphParams) -> Writes:
     )
 
 
-@evolve.register
 def evolve_consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Writes:
     """The event's topics replace the version's, each keeping only members
     still in the graph, and only if two or more are left."""
@@ -186,7 +173,6 @@ def evolve_consolidate(event: Consolidate, s: Slice, params: GraphParams) -> Wri
     return (PutMeta(meta), SetTopics(tuple(topics), s.topic_ids))
 
 
-@evolve.register
 def evolve_forget(event: Forget, s: Slice, params: GraphParams) -> Writes:
     """Turns: tombstoned; each version holding one is replaced by its re-fold
     without them, or erased if none of its turns is left. The whole graph:

@@ -40,11 +40,11 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from typing import Iterator, Sequence, cast
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 
 from emgas.processors.codec import decode_graph_event, encode
 from emgas.processors.events import (
-    LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, GraphVersionSwitched, LogStarted, Sealed, Snapshot,
+    LOG_EVENTS, Checkpoint, Consolidate, ContentEvent, Decay, Forget, GraphEvent, LogStarted, Sealed, Snapshot,
     SnapshotStarted, TurnIngested,
 )
 from emgas.processors.evolve import after_tick
@@ -57,7 +57,7 @@ from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion
 from emgas.state import fold_points, keys, tick_group, turn_run
 from emgas.state.collector import collector_paused
 from emgas.state.memory import MemoryStore
-from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, rule_for
+from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, ViewChange, rule_for, version_named
 from emgas.state.snapshots import (
     Completed, Ledger, LogIdentity, Records as ContentRecords, SnapshotMismatch, assemble, replace_content,
 )
@@ -69,7 +69,7 @@ from emgas.state.views import Views
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outcome", "PartitionState", "Refolds", "UnregisteredEvent"]
+__all__ = ["LOG_RECORDS", "Outcome", "PartitionState", "Refolds", "UnregisteredEvent"]
 
 
 class PartitionState:
@@ -154,9 +154,7 @@ class PartitionState:
 
     def ref_of(self, event: ContentEvent | TurnRow | ConsolidateRow | DecayRow | SnapshotStarted | Snapshot) -> GraphRef:
         """The graph version an event applies to (no version named: the active one)."""
-        if isinstance(event, GraphVersionSwitched):
-            return GraphRef(event.graph_id, event.version)
-        return self.ref(event.graph_id, getattr(event, "graph_version", None))
+        return self.ref(event.graph_id, version_named(event))
 
     def apply(self, event: GraphEvent, offset: int, refolds: Refolds | None = None, raw: bytes | None = None) -> Outcome:
         """Apply the event at log `offset`. `refolds`: for a `Forget`, what
@@ -170,7 +168,7 @@ class PartitionState:
 
     def _apply_new(self, event: GraphEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
         if isinstance(event, LOG_EVENTS):
-            return self._log_event(event, offset)
+            return LOG_RECORDS[type(event)](self, event, offset)
         return self._graph_event(event, offset, refolds, raw)
 
     def apply_batch(self, batch: Sequence[tuple[FoldEvent, int, bytes | None]]) -> list[Outcome]:
@@ -210,7 +208,7 @@ class PartitionState:
                 yield from self._graph_pieces(batch, graphs, outcomes, most)
                 graphs = {}
                 with collector_paused():
-                    outcomes[k] = self._log_event(event, offset)
+                    outcomes[k] = LOG_RECORDS[type(event)](self, event, offset)
             else:
                 graphs.setdefault(event.graph_id, []).append(k)
             self._offset = offset
@@ -379,7 +377,7 @@ class PartitionState:
         """The meta move of a tick applied ahead (`evolve_decay`'s `PutMeta`)."""
         writes = (PutMeta(after_tick(self.repo.meta(ref), tick)),)
         self.repo.apply(ref, writes, None)
-        self._apply_to_view(ref, self._view_of(ref), writes, compact=False)
+        self._view_of(ref).apply_all(writes)
         return Outcome.APPLIED
 
     def _graph_event(self, event: ContentEvent, offset: int, refolds: Refolds | None, raw: bytes | None) -> Outcome:
@@ -400,28 +398,33 @@ class PartitionState:
             outcome = self._evolve(rule, event, ref, meta, offset, refolds, raw)
         return outcome
 
-    # -- the log's own records: identity, snapshots, checkpoints -----------------
+    # -- the log's own records: identity, snapshots, checkpoints (`LOG_RECORDS`) --
 
-    def _log_event(self, event: GraphEvent, offset: int) -> Outcome:
-        if isinstance(event, LogStarted):
-            if self.ledger.identity() is not None:
-                return Outcome.LOG_STARTED_AGAIN  # the first one names the log
-            self.ledger.set_identity(LogIdentity(event.log_id, offset))
-            return Outcome.LOG_STARTED
-        if isinstance(event, Checkpoint):
-            self.ledger.checkpointed(event, offset)
-            return Outcome.CHECKPOINT
-        if isinstance(event, Sealed):
-            return Outcome.ERASED  # its key is gone: a forgotten turn, or a snapshot written before a forget
+    def _log_started(self, event: LogStarted, offset: int) -> Outcome:
+        if self.ledger.identity() is not None:
+            return Outcome.LOG_STARTED_AGAIN  # the first one names the log
+        self.ledger.set_identity(LogIdentity(event.log_id, offset))
+        return Outcome.LOG_STARTED
+
+    def _checkpoint(self, event: Checkpoint, offset: int) -> Outcome:
+        self.ledger.checkpointed(event, offset)
+        return Outcome.CHECKPOINT
+
+    def _sealed(self, event: Sealed, offset: int) -> Outcome:
+        return Outcome.ERASED  # its key is gone: a forgotten turn, or a snapshot written before a forget
+
+    def _snapshot_started(self, event: SnapshotStarted, offset: int) -> Outcome:
         if offset <= self.ledger.floors.get(event.graph_id, -1):
-            return Outcome.ALREADY_APPLIED
-        if isinstance(event, SnapshotStarted):
-            if not self.ledger.start(event, offset):
-                return Outcome.SNAPSHOT_IGNORED
-            if not event.base:  # a base snapshot replaces the graph when complete
-                self._keep_fold_points(event.graph_id, offset)
-            return Outcome.SNAPSHOT_STARTED
-        assert isinstance(event, Snapshot)
+            return Outcome.ALREADY_APPLIED  # in the snapshot its graph was restored from
+        if not self.ledger.start(event, offset):
+            return Outcome.SNAPSHOT_IGNORED
+        if not event.base:  # a base snapshot replaces the graph when complete
+            self._keep_fold_points(event.graph_id, offset)
+        return Outcome.SNAPSHOT_STARTED
+
+    def _snapshot_part(self, event: Snapshot, offset: int) -> Outcome:
+        if offset <= self.ledger.floors.get(event.graph_id, -1):
+            return Outcome.ALREADY_APPLIED  # in the snapshot its graph was restored from
         done = self.ledger.part(event, offset)
         if isinstance(done, Completed):
             return self._replace(event.graph_id, done, offset) if done.base else Outcome.SNAPSHOT_COMPLETED
@@ -513,8 +516,6 @@ class PartitionState:
             writes = rule.evolve(event, rule.load(self, event, ref, meta, refolds), self.params)
             if meta_in_run:
                 writes = _but_meta(writes)
-        except NotImplementedError:
-            raise  # a missing rule, not a poison event
         except Exception as exc:  # noqa: BLE001 - a poison event is an outcome, not a crash
             self.last_rejection = self.rejections[offset] = f"{type(exc).__name__}: {exc}"
             # One line for whoever reads the log; the traceback for whoever debugs the rule.
@@ -522,18 +523,14 @@ class PartitionState:
             log.debug("traceback of the rejection at offset %s", offset, exc_info=True)
             self.repo.stage_rejection(offset, event.type, self.last_rejection)
             return Outcome.REJECTED
-        view = self._view_before(ref, writes)
+        view = self._view_of(ref) if writes and rule.views is ViewChange.INCREMENTAL else None
+        # (loaded before the store has the writes: loading it after would count them twice)
         self.repo.apply(ref, writes, Entry(offset, raw or encode(event)) if rule.journaled else None)
-        self._apply_to_view(ref, view, writes, compact=rule.compacts)
+        if rule.views is ViewChange.SWAP:
+            self._swap_views(cast(Forgetting, writes[0]))  # a forget's evolve returns its one `Forgetting`
+        elif view is not None:
+            self._apply_to_view(ref, view, writes, compact=rule.compacts)
         return Outcome.APPLIED
-
-    def _view_before(self, ref: GraphRef, writes: Writes) -> GraphView | None:
-        """`ref`'s view as of before `writes` (loaded now if it was evicted:
-        once the store has the writes, loading it would count them twice);
-        None for a forget or a switch, which change no view incrementally."""
-        if not writes or isinstance(writes[0], (Forgetting, SwitchVersion)):
-            return None
-        return self._view_of(ref)
 
     def _view_of(self, ref: GraphRef) -> GraphView:
         """`ref`'s view (loaded if evicted; a new, empty one for a new version)."""
@@ -542,22 +539,21 @@ class PartitionState:
             view = self.views[ref] = GraphView(ref, self.params.decay)
         return view
 
-    def _apply_to_view(self, ref: GraphRef, view: GraphView | None, writes: Writes, compact: bool) -> None:
+    def _swap_views(self, forgetting: Forgetting) -> None:
+        """A forget's versions: each erased dropped, each re-folded loaded again
+        (the re-fold's own view of it, when it is that re-fold's)."""
+        for erased in forgetting.erased:
+            self.views.pop(erased, None)
+        for refolded, records in forgetting.refolded.items():
+            kept = self._refold_views.pop(refolded, None)
+            if kept is not None and kept[0] is records:  # the re-fold's own view of this re-fold
+                self.views[refolded] = kept[1]
+            else:
+                self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
+
+    def _apply_to_view(self, ref: GraphRef, view: GraphView, writes: Writes, compact: bool) -> None:
         """Apply the writes to `view`; `compact`: then rebuild it if dead
-        slots or stale due times outnumber live ones (after a tick). A
-        forget's versions are loaded again (or dropped)."""
-        if writes and isinstance(writes[0], Forgetting):
-            for erased in writes[0].erased:
-                self.views.pop(erased, None)
-            for refolded, records in writes[0].refolded.items():
-                kept = self._refold_views.pop(refolded, None)
-                if kept is not None and kept[0] is records:  # the re-fold's own view of this re-fold
-                    self.views[refolded] = kept[1]
-                else:
-                    self.views[refolded] = load_view(self.repo, refolded, self.params.decay)
-            return
-        if view is None:
-            return
+        slots or stale due times outnumber live ones (after a tick)."""
         view.apply_all(writes)
         if compact and self.compacts_views and view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)
@@ -641,6 +637,17 @@ class PartitionState:
         """Commit what was applied (a clean stop) and close the store."""
         self.commit()
         self.txn.close()
+
+
+# How the fold applies each of the log's own records (`processors.events.log`);
+# a graph event's rule is in `state.rules`.
+LOG_RECORDS: Mapping[type, Callable[[PartitionState, Any, int], Outcome]] = {
+    LogStarted: PartitionState._log_started,
+    Checkpoint: PartitionState._checkpoint,
+    Sealed: PartitionState._sealed,
+    SnapshotStarted: PartitionState._snapshot_started,
+    Snapshot: PartitionState._snapshot_part,
+}
 
 
 def _but_meta(writes: Writes) -> Writes:

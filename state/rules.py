@@ -8,7 +8,15 @@ up here and nowhere else; a rule sees the state only as a `FoldState`:
 - `load(state, event, ref, meta, refolds)`: the `Slice` of the graph
   version the event needs, read from the store and the in-memory graph;
 - `evolve(event, slice, params)`: the pure rule of `processors.evolve`,
-  which returns the writes (`processors.writes`) to apply.
+  which returns the writes (`processors.writes`) to apply;
+- the facts the fold needs of the type: which graph version the event
+  names (`version_of`), how its writes reach the in-memory graph
+  (`views`), whether it is journaled and whether it may leave the graph
+  to be compacted.
+
+Every per-type fact of a graph event is here; the log's own records
+(identity, snapshots, checkpoints, sealed records) have their table beside
+the fold that applies them (`state.projector.LOG_RECORDS`).
 
 A type with no rule here fails loudly (`UnregisteredEvent`) before its
 guard, so a new event type cannot be skipped or half-applied in silence.
@@ -28,7 +36,7 @@ from emgas.processors.events import Consolidate, Decay, Forget, GraphVersionSwit
 from emgas.processors.evolve import (
     Slice, evolve_consolidate, evolve_decay, evolve_forget, evolve_retrieved, evolve_switch, evolve_turn,
 )
-from emgas.processors.fold_codec import DecayRow
+from emgas.processors.fold_codec import ConsolidateRow, DecayRow, TurnRow
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Refolded, Writes
 from emgas.state.repository import GraphRepository
@@ -76,6 +84,30 @@ class Outcome(str, Enum):
 Guard = Callable[[FoldState, Any, GraphRef, GraphMeta], Outcome | None]
 Load = Callable[[FoldState, Any, GraphRef, GraphMeta, Refolds | None], Slice]
 Evolve = Callable[[Any, Slice, GraphParams], Writes]
+VersionOf = Callable[[Any], "int | None"]
+
+
+class ViewChange(str, Enum):
+    """How an applied event's writes reach the in-memory graph (`state.view`)."""
+
+    INCREMENTAL = "incremental"  # applied to its version's view, write by write
+    NONE = "none"  # none: a version switch (the version's view is loaded when first read)
+    SWAP = "swap"  # a forget: each version it re-folded is loaded again, each it erased dropped
+
+
+def graph_version(event: Any) -> int | None:
+    """The version an event names in its `graph_version` (None: the graph's active one)."""
+    return event.graph_version
+
+
+def active_version(event: object) -> None:
+    """An event of a whole graph names no version: it applies to the graph's active one."""
+    return None
+
+
+def switched_to(event: GraphVersionSwitched) -> int:
+    """A version switch applies to the version it switches to."""
+    return event.version
 
 
 @dataclass(frozen=True)
@@ -85,6 +117,8 @@ class Rule:
     evolve: Evolve
     journaled: bool = True  # kept in its version's journal (re-folded by a forget)
     compacts: bool = False  # may leave the graph with enough dead slots to rebuild it
+    views: ViewChange = ViewChange.INCREMENTAL
+    version_of: VersionOf = graph_version  # the graph version the event applies to
 
 
 class UnregisteredEvent(TypeError):
@@ -97,14 +131,33 @@ class UnregisteredEvent(TypeError):
         )
 
 
+# An event decoded for the fold as a row (`processors.fold_codec`) has its
+# model's rule: a tick's guard, slice and evolve read only fields its row
+# has; a turn's and a consolidation's rows are folded in runs
+# (`state.turn_run`), which read of their rule only what rows have.
+_MODEL_OF_ROW: Mapping[type, type] = {DecayRow: Decay, TurnRow: TurnIngested, ConsolidateRow: Consolidate}
+
+
 def rule_for(event: object) -> Rule:
-    """The rule of `event`'s type (a tick decoded for the fold as a row:
-    `Decay`'s, whose guard, slice and evolve read only fields the row has);
-    UnregisteredEvent if there is none."""
-    rule = RULES.get(Decay if type(event) is DecayRow else type(event))
+    """The rule of `event`'s type (of a row: its model's); UnregisteredEvent if there is none."""
+    rule = RULES.get(_MODEL_OF_ROW.get(type(event), type(event)))
     if rule is None:
         raise UnregisteredEvent(event)
     return rule
+
+
+def evolve(event: object, slice_: Slice, params: GraphParams) -> Writes:
+    """The writes `event` makes to the graph version in `slice_`, in order:
+    its rule's evolve (UnregisteredEvent for a type with no rule)."""
+    return rule_for(event).evolve(event, slice_, params)
+
+
+def version_named(event: object) -> int | None:
+    """The graph version `event` applies to (None: the graph's active one):
+    its rule's `version_of`; a record of the log's own that names a graph
+    (a snapshot's), its `graph_version`."""
+    rule = RULES.get(_MODEL_OF_ROW.get(type(event), type(event)))
+    return getattr(event, "graph_version", None) if rule is None else rule.version_of(event)
 
 
 # -- guards -------------------------------------------------------------------
@@ -206,6 +259,10 @@ RULES: Mapping[type, Rule] = {
     Retrieved: Rule(_retrieval_guard, _retrieved_slice, evolve_retrieved),
     Decay: Rule(_tick_guard(lambda meta: meta.decayed_to), _decay_slice, evolve_decay, compacts=True),
     Consolidate: Rule(_tick_guard(lambda meta: meta.consolidated_to), _consolidate_slice, evolve_consolidate),
-    GraphVersionSwitched: Rule(_always, _meta_only, evolve_switch, journaled=False),
-    Forget: Rule(_forget_guard, _forget_slice, evolve_forget, journaled=False),
+    GraphVersionSwitched: Rule(
+        _always, _meta_only, evolve_switch, journaled=False, views=ViewChange.NONE, version_of=switched_to,
+    ),
+    Forget: Rule(
+        _forget_guard, _forget_slice, evolve_forget, journaled=False, views=ViewChange.SWAP, version_of=active_version,
+    ),
 }

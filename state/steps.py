@@ -28,8 +28,7 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.errors import QueryError
 from emgas.processors.codec import encode
 from emgas.processors.events import (
-    LOG_EVENTS, ActivationQuery, ContentEvent, DigestQuery, DigestReply, ErrorReply, GraphEvent, GraphVersionSwitched,
-    PassageQuery, Reply, SnapshotStarted, StatsQuery,
+    LOG_EVENTS, ActivationQuery, ContentEvent, DigestQuery, DigestReply, ErrorReply, GraphEvent, PassageQuery, Reply, SnapshotStarted, StatsQuery,
 )
 from emgas.processors.extract import ExtractionParams
 from emgas.processors.fold_codec import ConsolidateRow, DecayRow, FoldEvent, TurnRow, event_bytes, is_turn
@@ -37,6 +36,7 @@ from emgas.processors.graph import GraphParams, GraphRef
 from emgas.state.collector import collector_paused
 from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
+from emgas.state.rules import version_named
 from emgas.state.repository import GraphRepository
 from emgas.state.retrieval import answer, graph_stats, held_passages, reinforcement
 from emgas.state.scheduler import Scheduler
@@ -149,7 +149,7 @@ class PartitionWorker:
         self, event: ContentEvent | TurnRow | ConsolidateRow | DecayRow, refs: dict[tuple[str, int | None], GraphRef],
     ) -> GraphRef:
         """The graph version `event` applies to, looked up once per batch."""
-        version = event.version if isinstance(event, GraphVersionSwitched) else getattr(event, "graph_version", None)
+        version = version_named(event)
         ref = refs.get((event.graph_id, version))
         if ref is None:
             ref = refs[(event.graph_id, version)] = self.state.ref_of(event)

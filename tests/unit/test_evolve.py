@@ -8,13 +8,14 @@ from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import (
     Boost, Consolidate, Decay, Forget, GraphVersionSwitched, PrunedConcept, PrunedEdge, Retrieved, TopicNode,
 )
-from emgas.processors.evolve import Slice, evolve, pair_after
+from emgas.processors.evolve import Slice, pair_after
 from emgas.processors.writes import (
     AddPassage, CoOccur, Forgetting, KeepEdges, MarkRetrieval, PrunePassage, PutConcept, PutMeta, Refolded, Register,
     RemoveConcept, RemoveLink, RemovePairs, SetTopics, SwitchVersion, of_type,
 )
 from emgas.processors.graph import ConceptState, GraphMeta, GraphParams, GraphRef, on_grid
 from emgas.processors.pruning import PairState, PairTable
+from emgas.state.rules import UnregisteredEvent, evolve
 from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)
@@ -210,8 +211,8 @@ def test_forgetting(event, held, tombstones, refolded, erased, clear_active):
     assert forgetting.clear_active is clear_active
 
 
-def test_an_event_type_with_no_evolve_fails_loudly():
-    with pytest.raises(NotImplementedError, match="no evolve registered for str"):
+def test_an_event_type_with_no_rule_fails_loudly():
+    with pytest.raises(UnregisteredEvent, match="no rule registered for the graph event type str"):
         evolve("not an event", Slice(ref=G), PARAMS)
 
 

@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 
 from emgas.processors.events import Concept
-from emgas.processors.evolve import Slice, evolve
+from emgas.processors.evolve import Slice
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.writes import AddPassage, CoOccur, PutConcept, of_type
+from emgas.state.rules import evolve
 from tests.support.factories import T0, ingested
 
 

@@ -5,15 +5,16 @@ from typing import Literal
 
 import pytest
 
-from emgas.processors.events import LOG_EVENTS, GraphEvent
+from emgas.processors.events import LOG_EVENTS, Consolidate, Forget, GraphEvent, GraphVersionSwitched
 from emgas.processors.events.base import Event, EventTime
-from emgas.processors.evolve import Slice, evolve
+from emgas.processors.evolve import Slice
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.writes import UnknownWrite
 from emgas.processors.dynamics import DecayParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
-from emgas.state.rules import RULES, UnregisteredEvent, rule_for
+from emgas.state.projector import LOG_RECORDS
+from emgas.state.rules import RULES, UnregisteredEvent, evolve, rule_for, version_named
 from emgas.state.view import GraphView
 from tests.support.factories import T0, ingested
 
@@ -53,8 +54,12 @@ def test_an_unregistered_type_fails_before_its_guard_and_changes_nothing():
 
 
 def test_an_unregistered_type_has_no_evolve():
-    with pytest.raises(NotImplementedError, match="no evolve registered for Renamed"):
+    with pytest.raises(UnregisteredEvent, match="no rule registered for the graph event type Renamed"):
         evolve(Renamed(graph_id="g", timestamp=T0), Slice(ref=G), GraphParams())
+
+
+def test_every_record_type_of_the_log_itself_has_its_entry():
+    assert set(LOG_RECORDS) == set(LOG_EVENTS)
 
 
 def test_a_write_type_without_a_case_fails_in_the_store_and_in_the_graph():
@@ -63,3 +68,16 @@ def test_a_write_type_without_a_case_fails_in_the_store_and_in_the_graph():
         state.repo.apply(G, (Bookmark(),), None)
     with pytest.raises(UnknownWrite, match="the in-memory graph has no case for the write Bookmark"):
         GraphView(G, DecayParams()).apply(Bookmark())
+
+
+@pytest.mark.parametrize("event, version", [
+    (ingested("g", "t1", {"kafka": 0.8}), None),  # names none: the graph's active version
+    (ingested("g", "t1", {"kafka": 0.8}).model_copy(update={"graph_version": 3}), 3),
+    (GraphVersionSwitched(graph_id="g", version=2, timestamp=T0), 2),  # the version it switches to
+    (Consolidate(graph_id="g", graph_version=4, timestamp=T0, topics=()), 4),
+    (Forget(graph_id="g", request_id="f", turn_ids=("t1",), timestamp=T0), None),  # a forget is of the whole graph
+])
+def test_the_version_an_event_applies_to_is_its_rules(event, version):
+    assert version_named(event) == version
+    state = PartitionState(MemoryStore(), GraphParams())
+    assert state.ref_of(event) == GraphRef("g", version or 1)
