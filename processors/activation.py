@@ -1,4 +1,6 @@
-"""Retrieval by spreading activation (MISSION §3, seeds/000 §4, §6.2).
+"""Retrieval by spreading activation, the cognitive model of associative
+recall (Collins and Loftus; the spreading of ACT-R): energy flows from the
+query's concepts along the graph's associations.
 
 Seeds start at activation 1.0, every other node at 0. Each iteration,
 every node whose activation exceeds the firing threshold F fires, and each
@@ -175,9 +177,9 @@ def fuse_questions(rankings: Sequence[Sequence[tuple[str, float]]], k: int) -> l
     question's best passage counts 1 whatever how many of its words a
     passage repeats (a question naming a forum by five words and bigrams
     would otherwise bury one asking about "my boss"). Ties by passage id.
-    MemDaily, whose questions often ask two things ("…叫什么？另外，…的地点
-    是什么？"): equal seed mass per question took recall@10 from 0.552 to
-    0.580, this fusion from 0.585 to 0.592."""
+    Chinese questions often ask two things at once ("…叫什么？另外，…的地点
+    是什么？"); the figures: docs/retrieval.md, "A query that asks several
+    questions"."""
     fused: dict[str, float] = {}
     for ranking in rankings:
         best = max((score for _, score in ranking), default=0.0)
@@ -206,8 +208,8 @@ def seeded_scores(
     one-sentence memory that shares one word of the query with no other
     memory ("坚持") collected that word's whole energy through its twenty
     concepts and outranked the memory that shares the query's rare word and
-    two others. On the short memories of `tests/data/dialogue` (dialogue-zh-mila) MRR 0.890 →
-    0.921; LoCoMo and MemDaily MRR +0.01 each (docs/retrieval.md)."""
+    two others (docs/retrieval.md, "Concepts reached by spreading only
+    count less")."""
     return [(float(scores[i]) * (1.0 if i in seeds else association_weight), i) for i in top]
 
 

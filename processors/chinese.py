@@ -11,12 +11,11 @@ segmentation is a weak key. Terms are therefore, in text order:
 - the character bigrams of each run of CJK characters (金融科技论坛 → 金融,
   融科, 科技, 技论, 论坛), minus those made of function characters only.
 
-Measured on MemDaily (`emgas eval locomo --data ../shared/data/memdaily`,
-recall@10): jieba keywords with a part-of-speech filter (the old way)
-0.401, precise-cut words 0.503, search-mode words 0.515, search-mode words
-and bigrams 0.552. Bigrams restricted to inside words, or to those without
-a function character, scored lower (0.500, 0.524): a bigram that spans a
-word boundary ("的地" in "…的地点是…") still tells one attribute from another.
+Search-mode words and bigrams together find more of what was said than
+any one cut's words, and every bigram is kept, even one that spans
+a word boundary ("的地" in "…的地点是…"): it still tells one attribute from
+another. (What each choice was worth: docs/retrieval.md, "Why the
+extractor and activation are shaped this way".)
 
 `weights` gives each term jieba's inverse document frequency (its corpus
 of Chinese text; unknown terms get the median), the tf-idf a concept's
@@ -25,15 +24,13 @@ read once per process (`lexicon`; a worker reads them decoded from disk,
 `state.chinese_lexicon`).
 
 The search-mode cut is jieba's, computed by jieba-rs (`rjieba`, its Rust
-port with the same dictionary and model, about 15 times faster: jieba's
-cut was about 40 % of a Chinese turn's extraction) wherever the two give
+port with the same dictionary and model, much faster) wherever the two give
 the same words. They differ only where an ASCII letter or digit touches
 one of `.+#&_%-` (an e-mail address, "Gel-Kayano26"): jieba splits such a
 token at the symbol, jieba-rs keeps it whole. Those texts go to jieba
-itself (`_JIEBA_ONLY`). Both were compared on every MemDaily turn (5,426 of
-5,426 identical outside that case, 0 of 352 inside), on 18,819 random
-mixtures of MemDaily and LoCoMo text, ASCII, digits, spaces, punctuation,
-full-width characters and emoji, and in `tests/unit/test_chinese_cut.py`.
+itself (`_JIEBA_ONLY`), so the words are jieba's everywhere;
+`tests/unit/test_chinese_cut.py` holds the two to that (how they were
+compared: docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -64,8 +61,8 @@ STOPWORDS = frozenset(
 _FUNCTION_CHARS = frozenset("的了是在有和与及就都也还又很把被给让对为从到着过吗呢吧啊呀么啥我你您他她它们这那个其之")
 BIGRAM_WEIGHT = 0.5  # a bigram counts half an occurrence: words are the stronger key
 # A bigram that is no word (`is_fragment`: 豆把, 了一, 的运) a quarter: a turn keeps
-# its 20 best terms, and one-sentence memories have 25-35, so fragments at a
-# bigram's weight took about 43 % of their slots from words (运动鞋, 茉莉花).
+# only its best terms, and a short memory has more terms than that, so at a
+# bigram's weight fragments crowd out its words (运动鞋, 茉莉花).
 FRAGMENT_WEIGHT = 0.25
 
 

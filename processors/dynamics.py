@@ -1,4 +1,5 @@
-"""Forgetting: decay of base activation and of connection strength (MISSION §4).
+"""Forgetting: decay of base activation and of connection strength (Ebbinghaus-like
+forgetting curves).
 
 Times are in seconds (event time, never the wall clock); activations are
 unitless. Decay is applied at the ticks that time windows emit (`Decay`
@@ -10,12 +11,14 @@ of these models:
 - power law:    A(t) = A · (1 + Δt/τ)^(−β)
 - hybrid:       exponential while the concept has been reinforced fewer than
                 `hybrid_after` times (mentions + retrievals), power law
-                after that (seeds/000 §5: young memories fade fast,
-                consolidated ones slowly).
+                after that (young memories fade fast, Ebbinghaus-like;
+                consolidated ones slowly, as the power law of
+                forgetting has it).
 
 An edge's retention is Ebbinghaus' R = exp(−Δt/S), Δt = time since the pair
 last co-occurred, S = edge_stability · c(x, y): each co-occurrence makes
-the association more stable (seeds/001).
+the association more stable (Hebbian: pairs that fire together often
+wire together more durably).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Query words the graph does not hold, reached through a lexicon (seeds/000
-§6.2's relation-aware spreading: typed is-a, synonym and derivation links
-that activation follows at their own weight).
+"""Query words the graph does not hold, reached through a lexicon
+(relation-aware spreading activation: typed is-a, synonym and derivation
+links that activation follows at their own weight).
 
 People ask in category words and other forms of the words they said:
 "what pets do I have?" of a graph that holds `greyhound`, "tell me about my
@@ -78,11 +78,10 @@ def expansion_seeds(words: list[str], lexicon: Lexicon, is_concept: Callable[[st
 
 
 # Semantic seeds: concepts whose word vectors are near a query word's
-# (a sentence encoder's vectors of single words, cosine). On LoCoMo, every
-# query word's 3 nearest concepts at cosine ≥ 0.6 sharing half a seed:
-# recall@10 0.738 → 0.754 (temporal 0.805 → 0.826, open-domain 0.413 →
-# 0.449, multi-hop 0.449 → 0.485); cosine ≥ 0.5 or 0.7, or a whole seed,
-# scored lower (0.748, 0.753, 0.747).
+# (a sentence encoder's vectors of single words, cosine). Few and weak: a
+# near word is a guess, so it gets less than a seed the query names, and
+# only close neighbours count. This floor and this mass scored best of those
+# tried (docs/retrieval.md, "Semantic seeds").
 SIMILAR_MIN_COSINE = 0.6
 SIMILAR_PER_WORD = 3
 SIMILAR_MASS = 0.5

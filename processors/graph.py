@@ -87,7 +87,8 @@ class ConceptState(BaseModel):
       `created_at`: the last decay tick it was brought to, the start of the
       window a far newer contribution brought it to, or the reference an
       older contribution found. Moves forward only.
-    - `retrievals`, `first_retrieved`, `last_retrieved` (seeds/001): how many
+    - `retrievals`, `first_retrieved`, `last_retrieved` (for the extraction
+      frequency, `retrieval_frequency`): how many
       retrievals reinforced it, the earliest and the newest (min / max).
     """
 
@@ -115,7 +116,8 @@ class ConceptState(BaseModel):
         return self.decayed_to or self.created_at
 
     def retrieval_frequency(self) -> float | None:
-        """Extraction frequency f = n / T in retrievals per day (seeds/001), T =
+        """Extraction frequency f = n / T in retrievals per day (how often a
+        memory is recalled, as `emgas explain` shows it), T =
         time from the first to the last retrieval; None before two distinct times."""
         if self.first_retrieved is None or self.last_retrieved is None:
             return None

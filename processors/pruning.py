@@ -1,4 +1,6 @@
-"""Which concepts and edges a decay tick removes (MISSION §4, seeds/000 §5).
+"""Which concepts and edges a decay tick removes (forgetting by pruning: what
+decay left too weak is deleted, so the graph stays the size of what is
+still remembered).
 
 At tick time t (event time):
 - a concept whose base activation at t is below the concept threshold θ

@@ -1,3 +1,3 @@
-"""Rebuilding graphs from the log (issue 3): reading `emgas.graph-events`
+"""Rebuilding graphs from the log: reading `emgas.graph-events`
 and folding it with the same projector the live worker uses
 (`state.projector.PartitionState`)."""
