@@ -5,6 +5,7 @@ COPY pyproject.toml README.md ./
 COPY emgas ./emgas
 COPY processors ./processors
 COPY state ./state
+COPY service ./service
 COPY streams ./streams
 COPY replay ./replay
 RUN pip install --no-cache-dir .

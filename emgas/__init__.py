@@ -5,7 +5,8 @@ each one of the repository's top-level folders (setuptools' `package-dir` in
 the wheel; in a checkout, `emgas/X` is a symbolic link to `X/`):
 
     emgas.processors   the pure core: events, extraction, PPMI, activation, the fold's rules
-    emgas.state        storage, the partition state and the step functions
+    emgas.state        storage and the fold: the partition state, its records and views
+    emgas.service      the step functions, retrieval, the scheduler, snapshot writing, the lexicons
     emgas.replay       reading the log back, folding, rebuilding, verifying, digests
     emgas.streams      Kafka, by role: runtime/ (the worker), interfaces/ (client, Memory API,
                        MCP, LangChain), kafka/ (brokers, topics), cli/ (the command line)

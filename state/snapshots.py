@@ -284,7 +284,7 @@ def _records(body: bytes) -> Records:
 
 # zlib's fastest level: a third of level 6's time for about a fifth more
 # bytes. Rounds start after the log grows by the last round's compressed
-# bytes (`state.snapshot_writer`), so larger snapshots come less often and
+# bytes (`service.snapshot_writer`), so larger snapshots come less often and
 # the log grows by the same bytes of snapshot per event.
 SNAPSHOT_ZLIB_LEVEL = 1
 

@@ -1,6 +1,6 @@
 """Retrievers to compare the product with, over the same graph and passages.
 
-`emgas` (the product: `state.retrieval.answer`), and the baselines:
+`emgas` (the product: `service.retrieval.answer`), and the baselines:
 `ppr` (personalised PageRank over the same concept graph, as HippoRAG),
 `maibot` (MaiBot's breadth-first activation), `bm25` (over the passages'
 text; Chinese as jieba words), `bm25-chars` (the same, Chinese as
@@ -28,7 +28,7 @@ from emgas.tools.graph_arrays import edge_arrays, strengths
 from emgas.tools.lexical import BM25, top
 from emgas.tools.walks import maibot_activation, personalised_pagerank
 from emgas.state.projector import PartitionState
-from emgas.state.retrieval import answer, seed_ids
+from emgas.service.retrieval import answer, seed_ids
 from emgas.state.view import GraphView
 
 if TYPE_CHECKING:

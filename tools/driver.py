@@ -1,7 +1,7 @@
 """An in-process log and worker: what the live pipeline does, without Kafka.
 
 Events are appended to a list (the log) and handed, in order, to the same
-step function as the live apply agent (`state.steps`); whatever becomes due
+step function as the live apply agent (`service.steps`); whatever becomes due
 is appended too. Queries answered here append their reinforcement like the
 live query agent. The state commits every `COMMIT_EVERY` events (reads see
 what is not committed yet). Used by simulations, tests and the evaluation
@@ -21,7 +21,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.steps import PartitionWorker
+from emgas.service.steps import PartitionSteps
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import COMMIT_EVERY
 
@@ -31,7 +31,7 @@ _NO_WALL = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class LocalLog:
     def __init__(self, params: GraphParams, store: PartitionStore | None = None) -> None:
         self.params = params
-        self.worker = PartitionWorker(PartitionState(store or MemoryStore(), params), params)
+        self.worker = PartitionSteps(PartitionState(store or MemoryStore(), params), params)
         self.log: list[GraphEvent] = []
         self.outcomes: list[Outcome] = []
 

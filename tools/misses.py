@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from emgas.processors.events import ActivationQuery, QueryParams
-from emgas.state.retrieval import answer
+from emgas.service.retrieval import answer
 from emgas.tools.evaluation import CATEGORIES, DEPTH, Question, build, load
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@
               not pause queries: the previous owner of a partition answers
               until the new one has caught up and announced itself
 
-The agents decode, call one step function (`state.steps`), persist and
+The agents decode, call one step function (`service.steps`), persist and
 emit. They take each fetch's records as one batch (`streams.runtime.intake`),
 not one by one through Faust's streams; the apply agent commits each batch as
 `streams.runtime.checkpoint` says; on a timer, the worker appends the ticks due to
@@ -44,7 +44,8 @@ from emgas.processors.errors import DecodeError
 from emgas.processors.events import Checkpoint as LogCheckpoint, Forget, GraphEvent, Snapshot, SnapshotStarted
 from emgas.processors.extract import encode_all
 from emgas.processors.fold_codec import FoldEvent, decode_for_fold
-from emgas.state import encoder, kernels
+from emgas.state import kernels
+from emgas.service import encoder
 from emgas.state.rules import Outcome
 from emgas.streams.errors import ServingStopped
 from emgas.streams.kafka.partitioner import KeyPartitioner
@@ -65,7 +66,7 @@ T = TypeVar("T")
 # Events decoded between two turns of the event loop.
 DECODE_SLICE = 40
 # A batch is folded a piece at a time (a graph's events between two of the
-# log's own records, APPLY_PIECE of them at most: `PartitionWorker.fold_steps`),
+# log's own records, APPLY_PIECE of them at most: `PartitionSteps.fold_steps`),
 # and the event loop gets a turn once pieces have held it APPLY_PAUSE_S: a
 # query waits that long and one piece at most. Slices of 40 events in log
 # order, as before, cut each graph's run of turns into pieces of 40 / (graphs

@@ -31,7 +31,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from emgas.processors.events import GraphEvent
-from emgas.state.steps import PartitionWorker
+from emgas.service.steps import PartitionSteps
 
 Send = Callable[[GraphEvent], Awaitable[Awaitable[Any]]]  # returns the ack's future
 
@@ -49,21 +49,21 @@ class CommitPacing:
         self._clock = clock
         self._last: dict[int, float] = {}  # id of a state -> when it was last committed
 
-    def due(self, worker: PartitionWorker) -> bool:
+    def due(self, worker: PartitionSteps) -> bool:
         last = self._last.get(id(worker.state))
         return self.interval_s <= 0 or last is None or self._clock() - last >= self.interval_s
 
-    def committed(self, worker: PartitionWorker) -> None:
+    def committed(self, worker: PartitionSteps) -> None:
         self._last[id(worker.state)] = self._clock()
 
 
 EVERY_BATCH = CommitPacing(0.0)
 
 
-CommitState = Callable[[PartitionWorker], Awaitable[None]]
+CommitState = Callable[[PartitionSteps], Awaitable[None]]
 
 
-async def commit_here(worker: PartitionWorker) -> None:
+async def commit_here(worker: PartitionSteps) -> None:
     worker.state.commit()
 
 
@@ -79,10 +79,10 @@ class Checkpoint:
         self._pacing = pacing
         self._reading = reading  # whether a thread reads a partition's store now: not committed to meanwhile
         self._commit_state = commit_state  # the worker's: `PartitionStates.commit`
-        self._workers: dict[int, PartitionWorker] = {}
+        self._workers: dict[int, PartitionSteps] = {}
         self._emitted: list[GraphEvent] = []
 
-    def add(self, worker: PartitionWorker, emitted: list[GraphEvent]) -> None:
+    def add(self, worker: PartitionSteps, emitted: list[GraphEvent]) -> None:
         self._workers[id(worker)] = worker
         self._emitted += emitted
 

@@ -16,7 +16,7 @@ from typing import Any, Awaitable
 import faust
 
 from emgas.processors.extract import extractor_id
-from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.service.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.runtime.app import (
     Agents, Extraction, Output, faust_app, health, producing, refresh_gauges, while_running,

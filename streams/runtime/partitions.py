@@ -16,10 +16,10 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.state.projector import PartitionState
 from emgas.state.repository import STATE_FORMAT, state_format
-from emgas.state.retrieval import drop_vectors
+from emgas.service.retrieval import drop_vectors
 from emgas.state.rocks import RocksStore
-from emgas.state.snapshot_writer import SnapshotPolicy
-from emgas.state.steps import PartitionWorker
+from emgas.service.snapshot_writer import SnapshotPolicy
+from emgas.service.steps import PartitionSteps
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,7 +45,7 @@ class PartitionStates:
         self.extraction = extraction
         self.name = name
         self.snapshots = snapshots
-        self._open: dict[int, PartitionWorker] = {}
+        self._open: dict[int, PartitionSteps] = {}
         self._busy: Counter[int] = Counter()  # partition -> work on its state off the event loop
         self._folding: dict[int, asyncio.Event] = {}  # partition -> set once the batch folded now is done
         # Threads still working on a state, counted by the threads themselves: the event
@@ -59,17 +59,17 @@ class PartitionStates:
     def get(self, partition: int) -> PartitionState:
         return self.worker(partition).state
 
-    def worker(self, partition: int) -> PartitionWorker:
+    def worker(self, partition: int) -> PartitionSteps:
         """The partition's state with its step functions, opened on first use."""
         worker = self._open.get(partition)
         if worker is None:
             state = PartitionState(self._store(partition), self.params)
-            worker = self._open[partition] = PartitionWorker(
+            worker = self._open[partition] = PartitionSteps(
                 state, self.params, self.activation, self.extraction, self.name, partition, self.snapshots
             )
         return worker
 
-    def discard(self, partition: int) -> PartitionWorker:
+    def discard(self, partition: int) -> PartitionSteps:
         """Drop the partition's local state (it is rebuilt from the log); the new, empty one."""
         worker = self._open.pop(partition, None)
         if worker is not None:
@@ -94,7 +94,7 @@ class PartitionStates:
     def folding(self, partition: int) -> Iterator[None]:
         """The partition's state is folded inside, a piece at a time, with the
         event loop answering queries between pieces
-        (`PartitionWorker.fold_steps`): each graph is then at some offset of
+        (`PartitionSteps.fold_steps`): each graph is then at some offset of
         its own, the partition as a whole at none. So it counts as read
         (`reading`: not committed, not released) and `settled` waits until
         it is done (a digest, a catch-up)."""
@@ -168,7 +168,7 @@ class PartitionStates:
             raise
         return await done
 
-    async def commit(self, worker: PartitionWorker) -> None:
+    async def commit(self, worker: PartitionSteps) -> None:
         """Commit a partition's state without holding the event loop for the
         whole commit (tens of ms for a busy partition: queries would wait
         behind it): the views' changes are staged one graph at a time,

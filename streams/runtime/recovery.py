@@ -46,8 +46,8 @@ from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
 from emgas.streams.kafka.reader import log_reader
 from emgas.state.snapshots import LogIdentity, graph_ids
-from emgas.state.retrieval import build_encoder_ahead, prefetch_graphs
-from emgas.state.steps import PartitionWorker
+from emgas.service.retrieval import build_encoder_ahead, prefetch_graphs
+from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.settings import Settings
@@ -247,7 +247,7 @@ class Recovery:
 
     # -- 1 and 2: the state against the log ----------------------------------------
 
-    async def _reconcile(self, reader: LogReader, partition: int) -> PartitionWorker:
+    async def _reconcile(self, reader: LogReader, partition: int) -> PartitionSteps:
         topic = self.settings.graph_events_topic
         worker = self.states.worker(partition)
         state = worker.state
@@ -267,7 +267,7 @@ class Recovery:
             await self._name_log(partition)
         return worker
 
-    async def _on_reset(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
+    async def _on_reset(self, reader: LogReader, partition: int, worker: PartitionSteps, check: LogCheck) -> PartitionSteps:
         mode = self.settings.on_log_reset
         if mode == "stop":
             self._report(partition, "reset", "stopped", check.detail)
@@ -281,7 +281,7 @@ class Recovery:
         await self._rebase(reader, partition, worker, graphs)
         return worker
 
-    async def _rebase(self, reader: LogReader, partition: int, worker: PartitionWorker, graphs: list[str]) -> None:
+    async def _rebase(self, reader: LogReader, partition: int, worker: PartitionSteps, graphs: list[str]) -> None:
         """Name the new log in the state and append a base snapshot request
         for every graph to it: once the fold has applied them, the catch-up
         asks for them again at the end of the log and the apply agent serves
@@ -299,7 +299,7 @@ class Recovery:
         worker.state.restart_log(identity, offset=start - 1)
         worker.state.commit()
 
-    async def _on_truncated(self, reader: LogReader, partition: int, worker: PartitionWorker, check: LogCheck) -> PartitionWorker:
+    async def _on_truncated(self, reader: LogReader, partition: int, worker: PartitionSteps, check: LogCheck) -> PartitionSteps:
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
         found = await usable_checkpoint(reader, topic, partition, end)
@@ -310,7 +310,7 @@ class Recovery:
             self._restored(self.states.worker(partition))
         return self.states.worker(partition)
 
-    async def _skip_ahead(self, reader: LogReader, partition: int, worker: PartitionWorker) -> PartitionWorker:
+    async def _skip_ahead(self, reader: LogReader, partition: int, worker: PartitionSteps) -> PartitionSteps:
         """A state far behind the log starts again from a checkpoint after it."""
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
@@ -329,7 +329,7 @@ class Recovery:
             self._restored(self.states.worker(partition))
         return self.states.worker(partition)
 
-    async def _start_fresh(self, reader: LogReader, partition: int, worker: PartitionWorker) -> PartitionWorker:
+    async def _start_fresh(self, reader: LogReader, partition: int, worker: PartitionSteps) -> PartitionSteps:
         """An empty state starts from the latest checkpoint, if the log has one."""
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
@@ -338,7 +338,7 @@ class Recovery:
         return self.states.worker(partition)
 
     async def _from_checkpoint(
-        self, reader: LogReader, partition: int, worker: PartitionWorker, end: int,
+        self, reader: LogReader, partition: int, worker: PartitionSteps, end: int,
         found: tuple[int, Checkpoint] | None = None,
     ) -> bool:
         """Restore the empty state from `found`, else from the latest usable
@@ -359,7 +359,7 @@ class Recovery:
         self._checkpoints[partition] = offset
         return True
 
-    def _restored(self, worker: PartitionWorker) -> None:
+    def _restored(self, worker: PartitionSteps) -> None:
         restored = len(worker.state.ledger.floors)
         log.info("partition %s: %s graph(s) restored from the checkpoint; folding the log after offset %s",
                  worker.partition, restored, worker.state.applied_offset)
@@ -388,7 +388,7 @@ class Recovery:
 
     # -- 3: the fold -----------------------------------------------------------------
 
-    async def _fold_to_end(self, reader: LogReader, partition: int, worker: PartitionWorker) -> int:
+    async def _fold_to_end(self, reader: LogReader, partition: int, worker: PartitionSteps) -> int:
         """Fold to the end of the log. The snapshots it starts are not served
         here (the state is past their offsets by the end, and their writer
         may have served them already); those still unfinished at the end of

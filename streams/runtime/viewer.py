@@ -24,7 +24,7 @@ from emgas.processors.errors import QueryError
 from emgas.processors.events import ActivationQuery, QueryParams
 from emgas.state.projector import PartitionState
 from emgas.state.view import GraphView
-from emgas.state.retrieval import answer
+from emgas.service.retrieval import answer
 from emgas.streams.settings import Settings
 
 WEB = Path(__file__).parent / "web"

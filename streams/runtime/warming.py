@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from emgas.processors import extract
-from emgas.state import chinese_lexicon, lemma_cache
-from emgas.state.retrieval import warm_up
+from emgas.service import chinese_lexicon, lemma_cache
+from emgas.service.retrieval import warm_up
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.kafka.reader import log_reader
 from emgas.state.digest import partition_digests
-from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.service.snapshot_writer import SnapshotPolicy
 from emgas.streams.kafka.local import start_embedded
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.recovery import Recovery

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from emgas.state.wordnet import find_dir
+from emgas.service.wordnet import find_dir
 
 WORDNET_DIR = find_dir(os.environ.get("EMGAS_WORDNET_DIR"))
 

@@ -1,5 +1,5 @@
-"""CC-CEDICT as the Chinese lexicon of query expansion (state/cedict.py,
-state/lexicon.py): senses parsed from entry lines, words related by a
+"""CC-CEDICT as the Chinese lexicon of query expansion (service/cedict.py,
+service/lexicon.py): senses parsed from entry lines, words related by a
 shared sense, a Chinese query word the graph lacks reaching its synonym."""
 
 import gzip
@@ -13,9 +13,9 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.events import ActivationQuery, Turn
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.processors.graph import GraphParams
-from emgas.state.cedict import Cedict, _sense, default_cedict, parse
-from emgas.state.lexicon import ByScript
-from emgas.state.retrieval import answer
+from emgas.service.cedict import Cedict, _sense, default_cedict, parse
+from emgas.service.lexicon import ByScript
+from emgas.service.retrieval import answer
 from emgas.tools.driver import LocalLog
 from tests.support.factories import T0
 

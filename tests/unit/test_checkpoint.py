@@ -5,7 +5,7 @@ import asyncio
 from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
-from emgas.state.steps import PartitionWorker
+from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
 from tests.support.factories import ingested
 
@@ -18,11 +18,11 @@ class Clock:
         return self.now
 
 
-def a_worker() -> PartitionWorker:
-    return PartitionWorker(PartitionState(MemoryStore(), GraphParams()), GraphParams())
+def a_worker() -> PartitionSteps:
+    return PartitionSteps(PartitionState(MemoryStore(), GraphParams()), GraphParams())
 
 
-def run_batch(worker: PartitionWorker, offset: int, pacing: CommitPacing, sent: list, force: bool = False) -> None:
+def run_batch(worker: PartitionSteps, offset: int, pacing: CommitPacing, sent: list, force: bool = False) -> None:
     async def send(event):
         sent.append(event)
         done = asyncio.get_running_loop().create_future()
@@ -66,7 +66,7 @@ def test_interval_zero_commits_after_every_batch():
 
 def test_a_crash_between_commits_refolds_the_events_after_the_last_commit():
     store = MemoryStore()
-    worker = PartitionWorker(PartitionState(store, GraphParams()), GraphParams())
+    worker = PartitionSteps(PartitionState(store, GraphParams()), GraphParams())
     clock, sent = Clock(), []
     pacing = CommitPacing(10.0, clock)
     for offset in range(3):

@@ -1,4 +1,4 @@
-"""jieba's lexicon kept decoded on disk (`state.chinese_lexicon`), and read
+"""jieba's lexicon kept decoded on disk (`service.chinese_lexicon`), and read
 from jieba as `weights` and `is_fragment` read it before (`processors.chinese`)."""
 
 import marshal
@@ -9,7 +9,7 @@ import pytest
 
 from emgas.processors import chinese
 from emgas.processors.chinese import Lexicon
-from emgas.state import chinese_lexicon
+from emgas.service import chinese_lexicon
 
 SMALL = Lexicon(frozenset({"金融", "科技"}), {"金融": 7.5, "论坛": 9.25}, 11.5)
 

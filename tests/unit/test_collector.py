@@ -89,11 +89,11 @@ def test_a_repository_kept_alone_still_settles_its_views():
 
 
 def test_a_worker_step_folds_its_whole_batch_with_the_collector_paused(monkeypatch):
-    """`PartitionWorker.on_graph_events` (the in-process driver's step) as `apply_batch`:
+    """`PartitionSteps.on_graph_events` (the in-process driver's step) as `apply_batch`:
     paused from the batch's first event to its last, not only inside each piece."""
     from datetime import datetime, timezone
 
-    from emgas.state.steps import PartitionWorker
+    from emgas.service.steps import PartitionSteps
 
     seen = []
     scan = PartitionState.batch_pieces
@@ -105,7 +105,7 @@ def test_a_worker_step_folds_its_whole_batch_with_the_collector_paused(monkeypat
 
     monkeypatch.setattr(projector.PartitionState, "batch_pieces", watched)
     events = [ingested(g, f"t{k}", {"kafka": 0.8}, minute=k) for k, g in enumerate("ghgh")]
-    worker = PartitionWorker(PartitionState(MemoryStore(), GraphParams()), GraphParams())
+    worker = PartitionSteps(PartitionState(MemoryStore(), GraphParams()), GraphParams())
     worker.on_graph_events([(event, k, None) for k, event in enumerate(events)], datetime(2026, 6, 1, tzinfo=timezone.utc))
     assert seen and not any(seen)
     assert gc.isenabled()

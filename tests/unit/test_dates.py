@@ -1,12 +1,12 @@
 """The time a question names (`processors.dates`) and the ranking step that
-lifts what was said then (`state.retrieval.within`)."""
+lifts what was said then (`service.retrieval.within`)."""
 
 from datetime import date, datetime
 
 import pytest
 
 from emgas.processors.dates import Window, window
-from emgas.state.retrieval import within
+from emgas.service.retrieval import within
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from emgas.state.digest import _Version, link_lines, partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.snapshots import as_links, as_rows, as_unlinks, graph_content, in_store_layout, stored_content
-from emgas.state.scheduler import Scheduler
+from emgas.service.scheduler import Scheduler
 from tests.support.factories import T0, ingested
 
 G = GraphRef("g", 1)

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from emgas.state import encoder as enc
+from emgas.service import encoder as enc
 
 
 @pytest.fixture
@@ -230,7 +230,7 @@ def test_the_encoder_is_preloaded_once_per_process(monkeypatch):
 @pytest.mark.parametrize("semantic, started", [(True, 1), (False, 0)])
 def test_a_worker_builds_the_encoder_ahead_only_for_semantic_seeds(monkeypatch, semantic, started):
     from emgas.processors.activation import ActivationParams
-    from emgas.state import retrieval
+    from emgas.service import retrieval
 
     calls = []
     monkeypatch.setattr(retrieval, "preload_once", lambda: calls.append(1))

@@ -18,9 +18,9 @@ from emgas.processors.expansion import (
 )
 from emgas.processors.extract import ExtractionParams, extract, extractor_id, ingest, query_parts, query_seeds
 from emgas.processors.graph import GraphParams
-from emgas.state.retrieval import answer, find_seeds
-from emgas.state.semantic import VectorCache
-from emgas.state.wordnet import WordNet
+from emgas.service.retrieval import answer, find_seeds
+from emgas.service.semantic import VectorCache
+from emgas.service.wordnet import WordNet
 from emgas.tools.driver import LocalLog
 from emgas.tools.lexical import terms
 from tests.support.wordnet import WORDNET_DIR, needs_wordnet
@@ -327,9 +327,9 @@ def test_the_vector_cache_drops_the_least_recently_queried_graphs_past_its_rows(
 
 
 def test_the_vector_cache_forgets_the_graphs_of_a_partition_handed_over(monkeypatch):
-    from emgas.state import retrieval
-    from emgas.state.retrieval import drop_vectors
-    from emgas.state.semantic import VectorCache
+    from emgas.service import retrieval
+    from emgas.service.retrieval import drop_vectors
+    from emgas.service.semantic import VectorCache
 
     # The process's cache, fresh for this test: its fake vectors of real words must not
     # reach the queries of later tests (they did: the family set's after this file).
@@ -352,7 +352,7 @@ def test_the_vector_cache_forgets_the_graphs_of_a_partition_handed_over(monkeypa
 def test_wordnet_is_parsed_once_then_read_from_its_cache_and_parsed_again_if_the_cache_is_broken(
     tmp_path, monkeypatch, caplog,
 ):
-    from emgas.state import wordnet as module
+    from emgas.service import wordnet as module
 
     source = tmp_path / "wndb"
     source.mkdir()
@@ -444,7 +444,7 @@ def test_a_seed_in_few_passages_passes_its_start_to_the_names_they_give_it():
 
 
 def test_a_wordnet_table_reads_rows_on_demand_many_at_once_and_keeps_the_latest(monkeypatch):
-    from emgas.state import wordnet_db
+    from emgas.service import wordnet_db
 
     reads = []
     rows = {1: ("dog",), 2: ("hound",), 3: ("cat",)}

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from emgas.processors.activation import ActivationParams
-from emgas.state import encoder
+from emgas.service import encoder
 from emgas.streams.runtime import app
 from emgas.streams.settings import Settings
 

@@ -1,8 +1,8 @@
-"""The lemmatiser's dictionaries kept decoded on disk (`state.lemma_cache`)."""
+"""The lemmatiser's dictionaries kept decoded on disk (`service.lemma_cache`)."""
 
 from simplemma.strategies.dictionaries import dictionary_factory
 
-from emgas.state import lemma_cache
+from emgas.service import lemma_cache
 
 
 def test_a_cached_dictionary_is_the_decoded_one_and_is_decoded_once(tmp_path):

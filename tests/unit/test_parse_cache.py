@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from emgas.state import parse_cache
+from emgas.service import parse_cache
 
 
 def test_a_parse_is_cached_and_loaded_the_same(tmp_path):

@@ -84,7 +84,7 @@ def test_without_the_dense_extra_the_dense_retrievers_are_skipped_or_refused(mon
 
 
 def test_a_missing_model_package_is_named_in_the_error(monkeypatch):
-    from emgas.state import encoder as dense
+    from emgas.service import encoder as dense
 
     monkeypatch.setattr(dense, "MODEL_PACKAGE", "no_such_package_here")
     assert not dense.available()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from emgas.processors.dynamics import window_index, window_start
 from emgas.processors.graph import GraphParams
-from emgas.state.scheduler import Scheduler
+from emgas.service.scheduler import Scheduler
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 

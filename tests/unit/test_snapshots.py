@@ -18,11 +18,11 @@ from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.snapshot_writer import SnapshotPolicy
+from emgas.service.snapshot_writer import SnapshotPolicy
 from emgas.state.snapshots import (
     LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, stored_content, unpack,
 )
-from emgas.state.steps import PartitionWorker
+from emgas.service.steps import PartitionSteps
 from tests.support.factories import T0, ingested
 from tests.support.factories import FAST, VOCAB
 
@@ -173,7 +173,7 @@ def test_a_base_snapshot_makes_a_new_log_fold_to_the_rebased_state():
     """A worker re-bases its state onto a new log that already holds events of
     its graph; every fold of the new log from its beginning gives its state."""
     old = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"rust": 0.9, "lag": 0.2}, 30)], {1}, set(), graphs=("g",))
-    worker = PartitionWorker(old.state, FAST, partition=0, snapshots=SnapshotPolicy(min_bytes=0))
+    worker = PartitionSteps(old.state, FAST, partition=0, snapshots=SnapshotPolicy(min_bytes=0))
     new_log: list[GraphEvent] = [ingested("g", "n0", {"kafka": 0.3}, 120)]  # published before the re-base
     worker.state.restart_log(LogIdentity("L2", 1))
     new_log += [LogStarted(log_id="L2", partition=0, timestamp=AT), marker("g", base=True),

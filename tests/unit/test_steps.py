@@ -12,7 +12,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.rocks import RocksStore
 from emgas.state.store import PartitionStore
 from emgas.state.projector import Outcome, PartitionState
-from emgas.state.steps import PartitionWorker
+from emgas.service.steps import PartitionSteps
 from tests.support.factories import T0, ingested
 
 WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -21,8 +21,8 @@ WALL = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DAILY = GraphParams(window_s=DAY_S, consolidate_every_s=0)
 
 
-def worker(store: PartitionStore | None = None, params: GraphParams = DAILY) -> PartitionWorker:
-    return PartitionWorker(PartitionState(store or MemoryStore(), params), params, name="w", partition=3)
+def worker(store: PartitionStore | None = None, params: GraphParams = DAILY) -> PartitionSteps:
+    return PartitionSteps(PartitionState(store or MemoryStore(), params), params, name="w", partition=3)
 
 
 def test_an_event_returns_its_outcome_and_the_ticks_it_made_due():

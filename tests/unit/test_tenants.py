@@ -10,7 +10,7 @@ from emgas.processors.extract import ExtractionParams
 from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
-from emgas.state.retrieval import answer
+from emgas.service.retrieval import answer
 from tests.support.factories import ingested
 
 WORDS = [f"w{i}" for i in range(12)]  # every graph draws from the same words

@@ -7,7 +7,7 @@ import sys
 import threading
 
 from emgas.processors import extract
-from emgas.state import chinese_lexicon, lemma_cache
+from emgas.service import chinese_lexicon, lemma_cache
 from emgas.streams.runtime import warming
 from emgas.streams.settings import Settings
 

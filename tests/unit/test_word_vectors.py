@@ -7,9 +7,9 @@ import numpy as np
 
 from emgas.processors.dynamics import DecayParams
 from emgas.processors.graph import GraphRef
-from emgas.state.semantic import DIMENSIONS, VectorCache, WordVectors
+from emgas.service.semantic import DIMENSIONS, VectorCache, WordVectors
 from emgas.state.view import GraphView
-from emgas.state.word_store import WordStore
+from emgas.service.word_store import WordStore
 
 
 class CountingEncoder:

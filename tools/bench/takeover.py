@@ -21,7 +21,7 @@ from emgas.state.digest import partition_digests
 from emgas.tools.driver import LocalLog
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
-from emgas.state.snapshot_writer import SnapshotWriter
+from emgas.service.snapshot_writer import SnapshotWriter
 from emgas.state.snapshots import LogIdentity
 from emgas.processors.graph import GraphParams
 from emgas.streams.interfaces.client import MemoryClient

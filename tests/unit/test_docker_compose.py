@@ -131,7 +131,7 @@ def test_dockerfile_copies_every_folder_pyproject_installs_and_no_tools():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {setuptools["package-dir"].get(p, p.replace(".", "/")) for p in setuptools["packages"]}
     tops = {folder.split("/")[0] for folder in folders}
-    assert tops == {"emgas", "processors", "state", "replay", "streams"}
+    assert tops == {"emgas", "processors", "state", "service", "replay", "streams"}
     copies = dockerfile_copies()
     for top in tops:
         assert copies.get(top) == f"./{top}", f"the Dockerfile does not copy {top}"
