@@ -24,7 +24,7 @@ from emgas.replay.errors import LogTruncated, SnapshotCorrupt, SnapshotErased
 from emgas.replay.reader import FEW_RECORDS_BYTES, LogReader, LogRecord
 from emgas.state.projector import PartitionState
 from emgas.state.snapshots import SnapshotMismatch
-from emgas.state.snapshots import LogIdentity
+from emgas.state.ledger import LogIdentity
 
 SCAN_WINDOW = 2_000  # records read per step of a backward scan
 # Its first step: a checkpoint is appended right after its snapshots, so on

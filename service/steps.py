@@ -38,13 +38,12 @@ from emgas.state.digest import partition_digests
 from emgas.state.projector import Outcome, PartitionState, Refolds
 from emgas.state.rules import version_named
 from emgas.state.repository import GraphRepository
-from emgas.service.retrieval import answer, graph_stats, held_passages, reinforcement
+from emgas.service.retrieval import Clock, answer, graph_stats, held_passages, reinforcement
 from emgas.service.scheduler import Scheduler
 from emgas.service.snapshot_writer import SnapshotPolicy, SnapshotWriter
 
 log = logging.getLogger(__name__)
 Request = ActivationQuery | DigestQuery | StatsQuery | PassageQuery
-Clock = Callable[[], float]  # seconds, monotonic: the query's stage timings
 T = TypeVar("T")
 
 

@@ -53,19 +53,18 @@ from emgas.processors.fold_codec import (
 )
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.pruning_group import PruningTick, TickDecision, decide_ticks
-from emgas.processors.writes import Forgetting, PutMeta, Refolded, SwitchVersion, Writes
+from emgas.processors.writes import Forgetting, PutMeta, Records, Refolded, SwitchVersion, Writes
 from emgas.state import fold_points, keys, tick_group, turn_run
 from emgas.state.collector import collector_paused
 from emgas.state.memory import MemoryStore
 from emgas.state.rules import Outcome, Refolds, Rule, UnregisteredEvent, ViewChange, rule_for, version_named
-from emgas.state.snapshots import (
-    Completed, Ledger, LogIdentity, Records as ContentRecords, SnapshotMismatch, assemble, replace_content,
-)
+from emgas.state.ledger import Completed, Ledger, LogIdentity
+from emgas.state.snapshots import SnapshotMismatch, assemble, replace_content
 from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
 from emgas.state.transaction import StagedCommit, Transaction
 from emgas.state.view import GraphView, load_view
-from emgas.state.views import Views
+from emgas.state.view_cache import Views
 
 log = logging.getLogger(__name__)
 
@@ -453,7 +452,7 @@ class PartitionState:
         if not self.defers_points:
             self.keep_points(self.points_as_of(graph_id, as_of))
 
-    def points_as_of(self, graph_id: str, as_of: int, content: ContentRecords | None = None) -> list[fold_points.Made]:
+    def points_as_of(self, graph_id: str, as_of: int, content: Records | None = None) -> list[fold_points.Made]:
         """Each version of `graph_id` as it is now, made a fold point as of
         `as_of`. Reads only (a worker calls it on another thread); `content`:
         the graph's records, when read already (`snapshots.stored_content`)."""
@@ -472,7 +471,7 @@ class PartitionState:
         for point in made:
             fold_points.keep_made(self.txn, point)
 
-    def restore(self, graph_id: str, records: ContentRecords) -> None:
+    def restore(self, graph_id: str, records: Records) -> None:
         """Make `graph_id`'s content `records` (its views rebuilt)."""
         replace_content(self.txn, graph_id, records)
         fold_points.drop_graph(self.txn, graph_id)  # they were of the content replaced

@@ -40,7 +40,7 @@ from emgas.processors.fold_codec import ConsolidateRow, DecayRow, TurnRow
 from emgas.processors.graph import GraphMeta, GraphParams, GraphRef
 from emgas.processors.writes import Refolded, Writes
 from emgas.state.repository import GraphRepository
-from emgas.state.views import Views
+from emgas.state.view_cache import Views
 
 # A graph version's records after forgetting (None: no turn left, so no version).
 Refolds = dict[GraphRef, Refolded | None]

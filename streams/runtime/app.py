@@ -12,7 +12,7 @@
 The agents decode, call one step function (`service.steps`), persist and
 emit. They take each fetch's records as one batch (`streams.runtime.intake`),
 not one by one through Faust's streams; the apply agent commits each batch as
-`streams.runtime.checkpoint` says; on a timer, the worker appends the ticks due to
+`streams.runtime.commit_order` says; on a timer, the worker appends the ticks due to
 idle graphs: forgetting is in the log.
 
 `emgas.graph-events` and `emgas.queries` have the same partition count and
@@ -49,7 +49,7 @@ from emgas.service import encoder
 from emgas.state.rules import Outcome
 from emgas.streams.errors import ServingStopped
 from emgas.streams.kafka.partitioner import KeyPartitioner
-from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
+from emgas.streams.runtime.commit_order import BatchCommit, CommitPacing
 from emgas.streams.runtime.dlq import dead_letter, guarded
 from emgas.streams.runtime.intake import Intake
 from emgas.streams.runtime.metrics import Metrics
@@ -264,7 +264,7 @@ class Agents:
             # partition taken over is ready without them (`warm_for_queries`).
             await asyncio.to_thread(kernels.warm)
             self.compiled = True
-        checkpoint = Checkpoint(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
+        batch_commit = BatchCommit(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
         try:
@@ -283,15 +283,15 @@ class Agents:
                 await self.output.to_dlq(record, err)  # its bytes as they are in the log
                 continue
             if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
-                await self.apply_batch(record.partition, pending.pop(record.partition, []), checkpoint)
-                await self.apply_one(record, graph_event, checkpoint)
+                await self.apply_batch(record.partition, pending.pop(record.partition, []), batch_commit)
+                await self.apply_one(record, graph_event, batch_commit)
             else:
                 pending.setdefault(record.partition, []).append((graph_event, record.offset, value))
         for partition, events in pending.items():
-            await self.apply_batch(partition, events, checkpoint)
-        await checkpoint.commit()
+            await self.apply_batch(partition, events, batch_commit)
+        await batch_commit.commit()
 
-    async def apply_batch(self, partition: int, batch: list[tuple[FoldEvent, int, bytes]], checkpoint: Checkpoint) -> None:
+    async def apply_batch(self, partition: int, batch: list[tuple[FoldEvent, int, bytes]], batch_commit: BatchCommit) -> None:
         """Fold a partition's events a piece at a time, letting the event loop
         answer queries between pieces (a query waits for `APPLY_PAUSE_S` and
         a piece at most, not for the whole batch). The partition counts as
@@ -310,9 +310,9 @@ class Agents:
             self.metrics.applied.labels(kind, outcome).inc(n)
         for graph_id, turn_ids in _forgotten_again(batch, outcomes).items():
             await self.output.sealer.erase_turns(graph_id, turn_ids)  # a forgotten turn sent again: its words too
-        checkpoint.add(worker, due)
+        batch_commit.add(worker, due)
 
-    async def apply_one(self, record: Any, graph_event: GraphEvent, checkpoint: Checkpoint) -> None:
+    async def apply_one(self, record: Any, graph_event: GraphEvent, batch_commit: BatchCommit) -> None:
         """A forget or a snapshot request: applied alone, with the state as of itself."""
         if not await self.recovery.wait(record.partition):
             return
@@ -328,17 +328,17 @@ class Agents:
             # Re-folding a graph takes a replay of it: off the event loop, so
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
-            await checkpoint.commit(force=True)
+            await batch_commit.commit(force=True)
             refolds = await self.states.in_thread(record.partition, lambda: worker.state.refolds(graph_event))
         wall = datetime.now(timezone.utc)
         outcome, due = worker.on_graph_event(graph_event, record.offset, wall, record.value, refolds, serve=False)
         self.metrics.applied.labels(graph_event.type, outcome.value).inc()
-        checkpoint.add(worker, due)
+        batch_commit.add(worker, due)
         if worker.snapshots.to_serve:
             # Serialising a graph takes a while: off the event loop, after a
             # commit (it reads the state as of the request; queries read it too).
-            await checkpoint.commit(force=True)
-            checkpoint.add(worker, await self.states.in_thread(record.partition, worker.serve_snapshots))
+            await batch_commit.commit(force=True)
+            batch_commit.add(worker, await self.states.in_thread(record.partition, worker.serve_snapshots))
             worker.keep_served_points()
 
     async def tick_graphs(self) -> None:

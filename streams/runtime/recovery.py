@@ -45,7 +45,8 @@ from emgas.replay.logstate import LogCheck, LogStatus, check_log, first_log_star
 from emgas.replay.reader import LogReader
 from emgas.replay.rebuild import rebuild_partition
 from emgas.streams.kafka.reader import log_reader
-from emgas.state.snapshots import LogIdentity, graph_ids
+from emgas.state.ledger import LogIdentity
+from emgas.state.snapshots import graph_ids
 from emgas.service.retrieval import build_encoder_ahead, prefetch_graphs
 from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.metrics import Metrics

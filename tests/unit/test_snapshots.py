@@ -19,8 +19,9 @@ from emgas.tools.driver import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.service.snapshot_writer import SnapshotPolicy
+from emgas.state.ledger import LogIdentity
 from emgas.state.snapshots import (
-    LogIdentity, SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, stored_content, unpack,
+    SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, stored_content, unpack,
 )
 from emgas.service.steps import PartitionSteps
 from tests.support.factories import T0, ingested

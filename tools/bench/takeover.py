@@ -22,7 +22,7 @@ from emgas.tools.driver import LocalLog
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.service.snapshot_writer import SnapshotWriter
-from emgas.state.snapshots import LogIdentity
+from emgas.state.ledger import LogIdentity
 from emgas.processors.graph import GraphParams
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.harness import (

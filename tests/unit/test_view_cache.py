@@ -3,7 +3,7 @@
 from emgas.processors.dynamics import DecayParams
 from emgas.processors.graph import GraphRef
 from emgas.state.view import GraphView
-from emgas.state.views import Views
+from emgas.state.view_cache import Views
 
 G, H = GraphRef("g", 1), GraphRef("h", 1)
 

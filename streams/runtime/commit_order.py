@@ -67,7 +67,7 @@ async def commit_here(worker: PartitionSteps) -> None:
     worker.state.commit()
 
 
-class Checkpoint:
+class BatchCommit:
     """What one batch touched: the workers to commit and the events to emit."""
 
     def __init__(

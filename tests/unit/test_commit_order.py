@@ -1,4 +1,4 @@
-"""The apply agent's commit order and pacing (`streams.runtime.checkpoint`)."""
+"""The apply agent's commit order and pacing (`streams.runtime.commit_order`)."""
 
 import asyncio
 
@@ -6,7 +6,7 @@ from emgas.processors.graph import GraphParams
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.service.steps import PartitionSteps
-from emgas.streams.runtime.checkpoint import Checkpoint, CommitPacing
+from emgas.streams.runtime.commit_order import BatchCommit, CommitPacing
 from tests.support.factories import ingested
 
 
@@ -30,7 +30,7 @@ def run_batch(worker: PartitionSteps, offset: int, pacing: CommitPacing, sent: l
         return done
 
     async def batch() -> None:
-        checkpoint = Checkpoint(send, pacing=pacing)
+        checkpoint = BatchCommit(send, pacing=pacing)
         worker.state.apply(ingested("g", f"t{offset}", {"cat": 0.5, "dog": 0.4}, minute=offset), offset)
         checkpoint.add(worker, [])
         await checkpoint.commit(force)
@@ -87,7 +87,7 @@ def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_t
 
     async def batches() -> list[int]:
         committed = []
-        checkpoint = Checkpoint(send, reading=lambda partition: reading[partition])
+        checkpoint = BatchCommit(send, reading=lambda partition: reading[partition])
         worker.state.apply(ingested("g", "t0", {"cat": 0.5}), 0)
         checkpoint.add(worker, [])
         await checkpoint.commit()
