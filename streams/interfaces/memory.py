@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Iterable, TypeVar
@@ -50,15 +49,6 @@ class MemoryApiError(StreamsError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
-
-
-def __getattr__(name: str) -> object:
-    """`MemoryError`, this error's old name, shadowed Python's own: still importable, deprecated."""
-    if name == "MemoryError":
-        warnings.warn("emgas.streams.interfaces.memory.MemoryError is now MemoryApiError; "
-                      "the old name will be removed", DeprecationWarning, stacklevel=2)
-        return MemoryApiError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
