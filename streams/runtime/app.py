@@ -33,7 +33,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from multiprocessing import get_context
-from typing import Any, Awaitable, Callable, Generator, Iterable, TypeVar, cast
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Generator, Iterable, Iterator, TypeVar, cast
 
 import faust
 from faust.exceptions import NotReady
@@ -55,6 +56,7 @@ from emgas.streams.runtime.intake import Intake
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App
+from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.runtime.recovery import Recovery
 from emgas.replay.keyring import KeysUnavailable
 from emgas.streams.kafka.sealer import Produce, Sealer, opened
@@ -141,7 +143,18 @@ class Output:
         acks = [await self._send(event) for event in events]
         return [metadata.offset for metadata in await asyncio.gather(*acks)]
 
-    async def to_dlq(self, message: Any, err: DecodeError) -> None:
+    async def append_turns(self, extracted: list[tuple[str, str, str, bytes]]) -> None:
+        """Turns extracted, (graph, turn id, time, its `turn_ingested` event's
+        bytes): each sealed (its key in the key topic first) and produced under
+        its graph's key, then every acknowledgement awaited."""
+        events = await self.sealer.seal_turns(extracted)
+        pending = [
+            await self.app.producer.send(self.settings.graph_events_topic, graph_id.encode(), event, None, None, None)
+            for (graph_id, *_), event in zip(extracted, events)
+        ]
+        await asyncio.gather(*pending)
+
+    async def dead_letter(self, message: Any, err: DecodeError) -> None:
         """The message's original bytes to the dead-letter topic, with the reason."""
         log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, err)
         self.metrics.dead_letters.labels(message.topic, err.code).inc()
@@ -164,29 +177,56 @@ def producing(app: faust.App) -> Produce:
     return produce
 
 
-def while_running(produce: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """`produce` for the query server, which runs beside Faust's services: a
-    send after Faust stopped its producer (the worker is stopping: SIGINT, a
-    crash elsewhere) raises `ServingStopped`, which ends serving quietly,
+class WhileRunning:
+    """A `GraphLog` for the query server, which runs beside Faust's services:
+    a send after Faust stopped its producer (the worker is stopping: SIGINT,
+    a crash elsewhere) raises `ServingStopped`, which ends serving quietly,
     instead of Faust's NotReady, which would crash a stopping worker."""
 
-    async def guarded(*args: Any) -> Any:
-        try:
-            return await produce(*args)
-        except NotReady:
-            raise ServingStopped("the producer has stopped") from None
+    def __init__(self, log: GraphLog) -> None:
+        self._log = log
 
-    return guarded
+    async def send_event(self, event: GraphEvent) -> Any:
+        with _stopped_as_serving_stopped():
+            return await self._log.send_event(event)
+
+    async def append(self, events: Iterable[GraphEvent]) -> None:
+        with _stopped_as_serving_stopped():
+            await self._log.append(events)
+
+    async def append_at(self, events: list[GraphEvent]) -> list[int]:
+        with _stopped_as_serving_stopped():
+            return await self._log.append_at(events)
+
+    async def append_turns(self, extracted: list[tuple[str, str, str, bytes]]) -> None:
+        with _stopped_as_serving_stopped():
+            await self._log.append_turns(extracted)
+
+    async def dead_letter(self, message: Any, err: DecodeError) -> None:
+        with _stopped_as_serving_stopped():
+            await self._log.dead_letter(message, err)
+
+    async def send(self, topic: str, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        with _stopped_as_serving_stopped():
+            return await self._log.send(topic, key, value, partition)
+
+
+@contextmanager
+def _stopped_as_serving_stopped() -> Iterator[None]:
+    try:
+        yield
+    except NotReady:
+        raise ServingStopped("the producer has stopped") from None
 
 
 class Agents:
     """The worker's agents and timer: each decodes, calls one step, persists, emits."""
 
     def __init__(self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
-                 output: Output, extraction: Extraction, commit_hold_s: float = 0.0,
+                 log: GraphLog, sealer: Sealer, extraction: Extraction, commit_hold_s: float = 0.0,
                  on_fatal: Callable[[Exception], Awaitable[None]] | None = None) -> None:
         self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
-        self.output, self.extraction = output, extraction
+        self.log, self.sealer, self.extraction = log, sealer, extraction
         self.intake = Intake([settings.turns_topic, settings.graph_events_topic])
         self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
         self.pacing = CommitPacing(settings.state_commit_interval_s)
@@ -232,7 +272,7 @@ class Agents:
         # acks are awaited before the turns are done (so their offsets can
         # be committed): a turn is never committed before its graph event
         # is in the log.
-        settings, output = self.settings, self.output
+        settings, log = self.settings, self.log
         turns = []
         for record in records:
             try:
@@ -240,20 +280,15 @@ class Agents:
                 turn = guarded(lambda raw: decode_turn(raw, now, settings.max_future_s), record.value)  # noqa: B023
                 turns.append((record, turn))
             except DecodeError as err:
-                await output.to_dlq(record, err)
+                await log.dead_letter(record, err)
         extracted = []
         for (record, turn), result in zip(turns, await self.extraction.run([turn for _, turn in turns])):
             if isinstance(result, str):  # extraction failed on this turn only
-                await output.to_dlq(record, DecodeError("extraction_failed", result))
+                await log.dead_letter(record, DecodeError("extraction_failed", result))
                 continue
             extracted.append((turn.graph_id, turn.turn_id, turn.timestamp.isoformat(), result))
-        events = await output.sealer.seal_turns(extracted)  # their keys in the key topic first
-        pending = [
-            await output.app.producer.send(settings.graph_events_topic, graph_id.encode(), event, None, None, None)
-            for (graph_id, *_), event in zip(extracted, events)
-        ]
-        await asyncio.gather(*pending)
-        self.metrics.turns.inc(len(pending))
+        await log.append_turns(extracted)
+        self.metrics.turns.inc(len(extracted))
 
     async def apply(self, records: list[Any]) -> None:
         if not self.compiled:
@@ -264,11 +299,11 @@ class Agents:
             # partition taken over is ready without them (`warm_for_queries`).
             await asyncio.to_thread(kernels.warm)
             self.compiled = True
-        batch_commit = BatchCommit(self.output.send_event, self.commit_hold_s, self.pacing, self.states.reading,
+        batch_commit = BatchCommit(self.log, self.commit_hold_s, self.pacing, self.states.reading,
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
         try:
-            values = await opened(self.output.sealer.keys, records)  # sealed turns and snapshots: what was sealed
+            values = await opened(self.sealer.keys, records)  # sealed turns and snapshots: what was sealed
         except KeysUnavailable as err:
             log.error("%s", err)
             if self.on_fatal is not None:
@@ -280,7 +315,7 @@ class Agents:
             try:
                 graph_event = guarded(decode_for_fold, value)
             except DecodeError as err:
-                await self.output.to_dlq(record, err)  # its bytes as they are in the log
+                await self.log.dead_letter(record, err)  # its bytes as they are in the log
                 continue
             if isinstance(graph_event, (Forget, SnapshotStarted)):  # each needs the state as of itself
                 await self.apply_batch(record.partition, pending.pop(record.partition, []), batch_commit)
@@ -309,7 +344,7 @@ class Agents:
         for (kind, outcome), n in Counter((e.type, o.value) for (e, _, _), o in zip(batch, outcomes)).items():
             self.metrics.applied.labels(kind, outcome).inc(n)
         for graph_id, turn_ids in _forgotten_again(batch, outcomes).items():
-            await self.output.sealer.erase_turns(graph_id, turn_ids)  # a forgotten turn sent again: its words too
+            await self.sealer.erase_turns(graph_id, turn_ids)  # a forgotten turn sent again: its words too
         batch_commit.add(worker, due)
 
     async def apply_one(self, record: Any, graph_event: GraphEvent, batch_commit: BatchCommit) -> None:
@@ -324,7 +359,7 @@ class Agents:
                 # forget counts as applied (a digest query says so), they are.
                 # A crash before it is applied erases nothing that recovery
                 # would not fold the same way.
-                await self.output.sealer.forgotten(graph_event)
+                await self.sealer.forgotten(graph_event)
             # Re-folding a graph takes a replay of it: off the event loop, so
             # heartbeats and queries go on meanwhile. It reads committed
             # state only, and this partition's events wait for it.
@@ -349,7 +384,7 @@ class Agents:
             if self.states.is_folding(partition):
                 continue  # part way through a batch: its graphs at offsets of their own (the next round has it)
             worker = self.states.worker(partition)
-            await self.output.append(worker.on_timer(wall))
+            await self.log.append(worker.on_timer(wall))
             worker.state.views.evict_unused(rounds)
             if worker.state.uncommitted and self.pacing.due(worker) and not self.states.reading(partition):
                 # An idle partition's last events reach the store too. Safe between

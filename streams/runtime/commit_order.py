@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from emgas.processors.events import GraphEvent
 from emgas.service.steps import PartitionSteps
-
-Send = Callable[[GraphEvent], Awaitable[Awaitable[Any]]]  # returns the ack's future
+from emgas.streams.runtime.ports import GraphLog
 
 
 class CommitPacing:
@@ -71,10 +70,10 @@ class BatchCommit:
     """What one batch touched: the workers to commit and the events to emit."""
 
     def __init__(
-        self, send: Send, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH,
+        self, log: GraphLog, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH,
         reading: Callable[[int], bool] = lambda partition: False, commit_state: CommitState = commit_here,
     ) -> None:
-        self._send = send
+        self._log = log
         self._hold_s = hold_s  # the crash tests' window between 2 and 3
         self._pacing = pacing
         self._reading = reading  # whether a thread reads a partition's store now: not committed to meanwhile
@@ -90,7 +89,7 @@ class BatchCommit:
         """Emit (1), flush (2), commit the states (3), in that order; a state
         only when its pacing says so, unless `force` (a reader of the store
         off the event loop needs it committed)."""
-        acks = [await self._send(event) for event in self._emitted]
+        acks = [await self._log.send_event(event) for event in self._emitted]
         await asyncio.gather(*acks)
         if self._hold_s and self._workers:
             await asyncio.sleep(self._hold_s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 import faust
 
@@ -19,12 +19,13 @@ from emgas.processors.extract import extractor_id
 from emgas.service.snapshot_writer import SnapshotPolicy
 from emgas.streams.http_auth import aiohttp_guard
 from emgas.streams.runtime.app import (
-    Agents, Extraction, Output, faust_app, health, producing, refresh_gauges, while_running,
+    Agents, Extraction, Output, WhileRunning, faust_app, health, producing, refresh_gauges,
 )
 from emgas.streams.runtime.membership import GroupWatch, watch_group
 from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
 from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
+from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.kafka.sealer import Sealer
 from emgas.streams.kafka.reader import key_ring
@@ -94,8 +95,14 @@ class RebalanceStart(faust.Sensor):
         return super().on_rebalance_start(app)
 
 
-def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
-    """The worker for `settings`: its Faust app, partition states, recovery, agents and query server."""
+# What makes the worker's port to the log (`streams.runtime.ports.GraphLog`) from its producer's app.
+LogFactory = Callable[[App, Settings, Metrics, Sealer], GraphLog]
+
+
+def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS, graph_log: LogFactory = Output) -> Worker:
+    """The worker for `settings`: its Faust app, partition states, recovery, agents and query server,
+    all writing through one port to the log, `graph_log`'s (the Kafka adapter, `Output`, unless a
+    caller wraps or replaces it)."""
     check_versions()
     warming = start_warming(settings)  # beside the rest of the start: a partition is ready once it is done
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +116,7 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
     keys = key_ring(settings, kek)  # one per worker: what recovery reads of the key topic, the agents use
     sealer = Sealer(kek if settings.seal else None, keys, settings.keys_topic, settings.partitions, producing(app),
                     settings.key_erasure_ms / 1000)
-    output = Output(app, settings, metrics, sealer)
+    output = graph_log(app, settings, metrics, sealer)
     fatal: list[str] = []
 
     async def stop_for(err: Exception) -> None:
@@ -120,18 +127,17 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS) -> Worker:
         state = states.get(partition)
         return sealer.reconcile(partition, state.repo.forgotten_turns, state.ledger.last_listed())
 
-    recovery = Recovery(settings, states, output.append_at, metrics, stop_for, warming, keys, reconcile)
+    recovery = Recovery(settings, states, output, metrics, stop_for, warming, keys, reconcile)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
     rebalances = RebalanceStart(recovery)
     app.on_partitions_assigned.connect(rebalances.on_assigned)  # type: ignore[arg-type]
     app.sensors.add(rebalances)
-    agents = Agents(settings, states, recovery, metrics, output,
+    agents = Agents(settings, states, recovery, metrics, output, sealer,
                     Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s, stop_for)
     agents.register(app)
     # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
-    server = QueryServer(settings, states, recovery, metrics, while_running(output.send),
-                         while_running(output.append), while_running(output.to_dlq))
+    server = QueryServer(settings, states, recovery, metrics, WhileRunning(output))
     app.task(server.run)
     _register_pages(app, settings, states, recovery, metrics)
     rejoined = metrics.group_rejoins.labels

@@ -51,6 +51,7 @@ from emgas.service.retrieval import build_encoder_ahead, prefetch_graphs
 from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.settings import Settings
 from emgas.streams.runtime.warming import Warming
 
@@ -59,7 +60,6 @@ RETRY_S = 1.0
 ENCODER_AFTER_S = 1.0  # the encoder's session built this long after a first partition serves
 # Appends events to graph-events (partition events to their own partition);
 # the offsets the log gave them.
-Append = Callable[[list[GraphEvent]], Awaitable[list[int]]]
 
 
 class LogResetStop(Exception):
@@ -76,7 +76,7 @@ class Recovery:
     catch_up_limit = 5_000
 
     def __init__(
-        self, settings: Settings, states: PartitionStates, append: Append | None = None,
+        self, settings: Settings, states: PartitionStates, log: GraphLog | None = None,
         metrics: Metrics | None = None, on_fatal: Callable[[Exception], Awaitable[None]] | None = None,
         warming: Warming | None = None, keys: KeyRing | None = None,
         reconcile: Callable[[int], Awaitable[None]] | None = None,
@@ -86,7 +86,7 @@ class Recovery:
         self.reconcile = reconcile  # what a caught-up partition's forgets erase (`Sealer.reconcile`), in the background
         self._reconciling: set[asyncio.Task[None]] = set()
         self.states = states
-        self.append = append
+        self.log = log  # None: a recovery that only reads (it cannot name a log or re-base)
         self.metrics = metrics
         self.on_fatal = on_fatal
         self.warming = warming  # what queries need, loading beside the start: a partition is ready after it
@@ -377,9 +377,9 @@ class Recovery:
     async def _append(self, events: list[GraphEvent]) -> list[int]:
         if not events:
             return []
-        if self.append is None:
+        if self.log is None:
             raise ReplayError("this recovery cannot write to the log")
-        return await self.append(events)
+        return await self.log.append_at(events)
 
     def _report(self, partition: int, kind: str, action: str, detail: str) -> None:
         log.error("partition %s: log mismatch (%s): %s; %s", partition, kind, detail, action)

@@ -50,7 +50,7 @@ from aiokafka.errors import KafkaError
 
 from emgas.processors.codec import decode_request, encode
 from emgas.processors.errors import DecodeError
-from emgas.processors.events import ActivationReply, DigestQuery, GraphEvent, Reply
+from emgas.processors.events import ActivationReply, DigestQuery, Reply
 from emgas.streams.kafka.requests import client_timeout_s
 from emgas.streams.runtime.answered import ANSWERED_SUFFIX, AnsweredQueries, answered_key
 from emgas.streams.runtime.dlq import guarded
@@ -58,13 +58,11 @@ from emgas.streams.errors import ServingStopped
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.c_heap import return_freed_memory
 from emgas.streams.runtime.partitions import PartitionStates
+from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.settings import Settings
 
 log = logging.getLogger(__name__)
-Send = Callable[[str, bytes | None, bytes, int | None], Awaitable[Any]]
-Append = Callable[[list[GraphEvent]], Awaitable[Any]]
-DeadLetter = Callable[[Any, DecodeError], Awaitable[None]]
 POLL_MS = 100  # longest wait for records, so announcements are made promptly
 
 
@@ -101,15 +99,13 @@ class QueryServer:
 
     def __init__(
         self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
-        send: Send, append: Append, to_dlq: DeadLetter,
+        log: GraphLog,
     ) -> None:
         self.settings = settings
         self.states = states
         self.recovery = recovery
         self.metrics = metrics
-        self.send = send
-        self.append = append
-        self.to_dlq = to_dlq
+        self.log = log  # replies, announcements, the retrievals' reinforcement, dead letters
         self.owners = Owners(settings.worker_name)
         self._announced: set[int] = set()
         # Partitions this process has served: only their state is as of a hand-off. After a
@@ -150,7 +146,7 @@ class QueryServer:
             if through is None or through <= self.owners.answered.get(partition, 0):
                 continue
             try:
-                await self.send(self.settings.owners_topic, answered_key(partition), str(through).encode(),
+                await self.log.send(self.settings.owners_topic, answered_key(partition), str(through).encode(),
                                 OWNERS_PARTITIONS - 1)
             except (KafkaError, ServingStopped) as err:
                 log.info("could not say which queries of partition %s were answered: %s", partition, err)
@@ -300,7 +296,7 @@ class QueryServer:
         except DecodeError as err:
             # Whoever answers the partition dead-letters it (twice, in the instant of an
             # announcement: a duplicate dead letter rather than a lost one).
-            await self.to_dlq(record, err)
+            await self.log.dead_letter(record, err)
             return
         if covering and isinstance(request, DigestQuery):
             return
@@ -316,14 +312,14 @@ class QueryServer:
             return
         reply, due = worker.on_request(request, time.perf_counter)
         self._count(request, reply, covering)
-        await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
+        await self.log.send(request.reply_to, request.request_id.encode(), encode(reply), None)
         if not covering:
-            await self.append(due)
+            await self.log.append(due)
 
     async def _send_digests(self, request: DigestQuery, partition: int, digests: Callable[[], Reply]) -> None:
         reply = await self.states.in_thread(partition, digests)
         self._count(request, reply, covering=False)
-        await self.send(request.reply_to, request.request_id.encode(), encode(reply), None)
+        await self.log.send(request.reply_to, request.request_id.encode(), encode(reply), None)
 
     def _count(self, request: Any, reply: Reply, covering: bool) -> None:
         self.metrics.queries.labels(request.type, getattr(reply, "code", "ok")).inc()
@@ -357,7 +353,7 @@ class QueryServer:
         self._announced &= ready
         for partition in sorted(ready - self._announced):
             try:
-                await self.send(self.settings.owners_topic, str(partition).encode(),
+                await self.log.send(self.settings.owners_topic, str(partition).encode(),
                                 self.settings.worker_name.encode(), OWNERS_PARTITIONS - 1)
             except KafkaError as err:
                 log.warning("could not announce partition %s: %s (trying again)", partition, err)

@@ -41,7 +41,7 @@ class Owner:
         self.states = PartitionStates(settings.home / name, settings.graph, snapshots=SnapshotPolicy(min_bytes=0))
         self.producer: AIOKafkaProducer | None = None
 
-    async def append(self, events: list[GraphEvent]) -> list[int]:
+    async def append_at(self, events: list[GraphEvent]) -> list[int]:
         if self.producer is None:
             self.producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_servers(), max_request_size=2**20)
             await self.producer.start()
@@ -54,7 +54,7 @@ class Owner:
 
     async def catch_up(self, limit: int = Recovery.catch_up_limit) -> Recovery:
         """One assignment's recovery of partition 0 (it folds to the end of the log)."""
-        recovery = Recovery(self.settings, self.states, self.append)
+        recovery = Recovery(self.settings, self.states, self)  # type: ignore[arg-type]  # its append_at only
         recovery.catch_up_limit = limit
         assert await recovery.wait(0)
         return recovery
@@ -72,7 +72,7 @@ class Owner:
                 async for batch in reader.read(topic, 0, worker.state.applied_offset + 1, end):
                     for record in batch:
                         _, due = worker.on_graph_event(decode_graph_event(record.value), record.offset, AT, record.value)
-                        await self.append(due)
+                        await self.append_at(due)
             worker.state.commit()
 
     async def close(self) -> None:
@@ -100,19 +100,19 @@ async def scenario(settings: Settings, snapshot: bool, returning: bool = False) 
     recovers (`returning`: a worker that stopped after the first turns)."""
     old = Owner(settings, "old")
     try:
-        await old.append(turns(40))
+        await old.append_at(turns(40))
         await old.catch_up()  # names the log, folds the turns
         if returning:
             lagging = Owner(settings, "fresh")
             await lagging.catch_up()
             await lagging.close()
         for _ in range(5):  # the owner folds as they come, as a live worker does
-            await old.append(filler(20))
+            await old.append_at(filler(20))
             await old.catch_up()
         if snapshot:
-            await old.append([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
+            await old.append_at([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
             await old.live()  # serves the snapshot, folds its parts, appends the checkpoint
-        await old.append(turns(5, start=40))
+        await old.append_at(turns(5, start=40))
         await old.catch_up()
         expected = {d.version: d.digest for d in partition_digests(old.states.get(0).repo)}
     finally:
@@ -171,13 +171,13 @@ def test_a_worker_far_behind_starts_from_a_checkpoint_after_its_state(tmp_path):
     async def lagging_then_back() -> tuple[Recovery, dict, dict]:
         old, lagging = Owner(settings, "old"), Owner(settings, "lagging")
         try:
-            await old.append(turns(10))
+            await old.append_at(turns(10))
             await old.catch_up()
             await lagging.catch_up()  # holds the first 10 turns, then stops
-            await old.append(turns(60, start=10))
-            await old.append([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
+            await old.append_at(turns(60, start=10))
+            await old.append_at([SnapshotStarted(graph_id="g", reason="request", timestamp=AT)])
             await old.live()
-            await old.append(turns(3, start=70))
+            await old.append_at(turns(3, start=70))
             await old.catch_up()
             back = await lagging.catch_up(limit=20)
             return back, *(

@@ -7,14 +7,15 @@ from types import SimpleNamespace
 
 from emgas.streams.runtime import app
 from emgas.streams.settings import Settings
+from tests.support.graph_log import RecordingLog
 
 
 def test_the_compiled_loops_load_on_a_thread_before_the_first_batch_only(monkeypatch):
     loads = []
     monkeypatch.setattr(app.kernels, "warm", lambda: loads.append(threading.current_thread()))
     states = SimpleNamespace(reading=lambda partition: False, commit=None)
-    output = SimpleNamespace(send_event=None, sealer=SimpleNamespace(keys=None))
-    agents = app.Agents(Settings(), states, recovery=None, metrics=None, output=output, extraction=None)
+    agents = app.Agents(Settings(), states, recovery=None, metrics=None, log=RecordingLog(),
+                        sealer=SimpleNamespace(keys=None), extraction=None)
 
     async def two_batches():
         await agents.apply([])

@@ -29,8 +29,8 @@ def agents_on(states: PartitionStates) -> app.Agents:
 
     counter = SimpleNamespace(inc=lambda n=1: None)
     metrics = SimpleNamespace(applied=SimpleNamespace(labels=lambda *labels: counter))
-    return app.Agents(Settings(), states, recovery=SimpleNamespace(wait=ready), metrics=metrics, output=None,
-                      extraction=None)
+    return app.Agents(Settings(), states, recovery=SimpleNamespace(wait=ready), metrics=metrics, log=None,
+                      sealer=None, extraction=None)
 
 
 def test_queries_are_answered_between_the_pieces_of_a_batch_and_digests_wait_for_its_end(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 from emgas.streams.runtime.answered import AnsweredQueries, answered_key
 from emgas.streams.runtime.metrics import Metrics
 from emgas.streams.runtime.serving import Owners, QueryServer
+from tests.support.graph_log import RecordingLog
 
 
 @pytest.mark.parametrize("steps, through", [
@@ -63,13 +64,9 @@ class _CaughtUpLater:
         return True
 
 
-def _server(metrics: Metrics, sent: list) -> QueryServer:
+def _server(metrics: Metrics, log: RecordingLog) -> QueryServer:
     settings = SimpleNamespace(worker_name="w2", partitions=1, query_timeout_s=10.0, owners_topic="o", queries_topic="q")
-
-    async def send(topic, key, value, partition):
-        sent.append((topic, key, value))
-
-    query_server = QueryServer(settings, None, _CaughtUpLater(), metrics, send, None, None)  # type: ignore[arg-type]
+    query_server = QueryServer(settings, None, _CaughtUpLater(), metrics, log)  # type: ignore[arg-type]
     query_server._since_ms = 1000 * time.time() - 60_000
     return query_server
 
@@ -82,8 +79,8 @@ def _query(offset: int) -> SimpleNamespace:
 def test_a_takeover_answers_only_the_queries_its_predecessor_did_not():
     # The stopped owner said it answered partition 0 before offset 2; the
     # owners topic is read while the new owner catches up.
-    metrics, sent, answered = Metrics(), [], []
-    query_server = _server(metrics, sent)
+    metrics, log, answered = Metrics(), RecordingLog(), []
+    query_server = _server(metrics, log)
 
     async def answer(record, covering):
         answered.append((record.offset, covering))
@@ -109,8 +106,8 @@ def test_a_takeover_answers_only_the_queries_its_predecessor_did_not():
     (b"6", None, None),  # nothing new to say
 ])
 def test_a_worker_that_stops_says_up_to_which_query_it_answered(said_before, covered, says):
-    metrics, sent = Metrics(), []
-    query_server = _server(metrics, sent)
+    metrics, log = Metrics(), RecordingLog()
+    query_server = _server(metrics, log)
     query_server.recovery.caught_up.set()
     query_server._served_here.add(0)
     query_server.owners.latest[0] = "w2"
@@ -130,12 +127,12 @@ def test_a_worker_that_stops_says_up_to_which_query_it_answered(said_before, cov
         await query_server.stop()
 
     asyncio.run(scenario())
-    assert sent == ([] if says is None else [("o", b"0/answered", says)])
+    assert log.sent == ([] if says is None else [("o", b"0/answered", says)])
 
 
 def test_a_held_query_cancelled_when_serving_ends_is_not_said_to_be_answered():
-    metrics, sent = Metrics(), []
-    query_server = _server(metrics, sent)
+    metrics, log = Metrics(), RecordingLog()
+    query_server = _server(metrics, log)
     query_server._served_here.add(0)
 
     async def scenario() -> None:
@@ -147,4 +144,4 @@ def test_a_held_query_cancelled_when_serving_ends_is_not_said_to_be_answered():
 
     asyncio.run(scenario())
     assert query_server.answered.through(0) == 7
-    assert sent == [("o", b"0/answered", b"7")]
+    assert log.sent == [("o", b"0/answered", b"7")]

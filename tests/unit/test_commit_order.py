@@ -7,6 +7,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.commit_order import BatchCommit, CommitPacing
+from tests.support.graph_log import RecordingLog
 from tests.support.factories import ingested
 
 
@@ -22,55 +23,51 @@ def a_worker() -> PartitionSteps:
     return PartitionSteps(PartitionState(MemoryStore(), GraphParams()), GraphParams())
 
 
-def run_batch(worker: PartitionSteps, offset: int, pacing: CommitPacing, sent: list, force: bool = False) -> None:
-    async def send(event):
-        sent.append(event)
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
+def run_batch(worker: PartitionSteps, offset: int, pacing: CommitPacing, force: bool = False) -> None:
+    log = RecordingLog()
 
     async def batch() -> None:
-        checkpoint = BatchCommit(send, pacing=pacing)
+        batch_commit = BatchCommit(log, pacing=pacing)
         worker.state.apply(ingested("g", f"t{offset}", {"cat": 0.5, "dog": 0.4}, minute=offset), offset)
-        checkpoint.add(worker, [])
-        await checkpoint.commit(force)
+        batch_commit.add(worker, [])
+        await batch_commit.commit(force)
 
     asyncio.run(batch())
 
 
 def test_a_state_is_committed_at_most_once_per_interval_and_always_when_forced():
-    clock, worker, sent = Clock(), a_worker(), []
+    clock, worker = Clock(), a_worker()
     pacing = CommitPacing(1.0, clock)
-    run_batch(worker, 0, pacing, sent)
+    run_batch(worker, 0, pacing)
     assert worker.state.committed_offset == 0  # the first batch: no commit before it
     clock.now = 0.5
-    run_batch(worker, 1, pacing, sent)
+    run_batch(worker, 1, pacing)
     assert worker.state.committed_offset == 0 and worker.state.applied_offset == 1  # applied, not yet committed
-    run_batch(worker, 2, pacing, sent, force=True)
+    run_batch(worker, 2, pacing, force=True)
     assert worker.state.committed_offset == 2  # a forget or a snapshot request needs the store as of itself
     clock.now = 1.2
-    run_batch(worker, 3, pacing, sent)
+    run_batch(worker, 3, pacing)
     assert worker.state.committed_offset == 2
     clock.now = 2.6
-    run_batch(worker, 4, pacing, sent)
+    run_batch(worker, 4, pacing)
     assert worker.state.committed_offset == 4
 
 
 def test_interval_zero_commits_after_every_batch():
-    worker, sent = a_worker(), []
+    worker = a_worker()
     pacing = CommitPacing(0.0)
     for offset in range(3):
-        run_batch(worker, offset, pacing, sent)
+        run_batch(worker, offset, pacing)
         assert worker.state.committed_offset == offset
 
 
 def test_a_crash_between_commits_refolds_the_events_after_the_last_commit():
     store = MemoryStore()
     worker = PartitionSteps(PartitionState(store, GraphParams()), GraphParams())
-    clock, sent = Clock(), []
+    clock = Clock()
     pacing = CommitPacing(10.0, clock)
     for offset in range(3):
-        run_batch(worker, offset, pacing, sent)
+        run_batch(worker, offset, pacing)
     assert worker.state.committed_offset == 0
     restarted = PartitionState(store, GraphParams())  # a crash: what was not committed is gone
     assert restarted.applied_offset == 0  # recovery reads the log from offset 1 again
@@ -80,21 +77,16 @@ def test_a_state_a_thread_reads_is_not_committed_and_a_forced_commit_waits_for_t
     worker = a_worker()
     reading = {0: True}  # a digest hashes partition 0 on a thread
 
-    async def send(event):
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
     async def batches() -> list[int]:
         committed = []
-        checkpoint = BatchCommit(send, reading=lambda partition: reading[partition])
+        batch_commit = BatchCommit(RecordingLog(), reading=lambda partition: reading[partition])
         worker.state.apply(ingested("g", "t0", {"cat": 0.5}), 0)
-        checkpoint.add(worker, [])
-        await checkpoint.commit()
+        batch_commit.add(worker, [])
+        await batch_commit.commit()
         committed.append(worker.state.committed_offset)  # not while the thread reads
         worker.state.apply(ingested("g", "t1", {"dog": 0.5}), 1)
-        checkpoint.add(worker, [])
-        forced = asyncio.create_task(checkpoint.commit(force=True))
+        batch_commit.add(worker, [])
+        forced = asyncio.create_task(batch_commit.commit(force=True))
         await asyncio.sleep(0.1)
         committed.append(worker.state.committed_offset)  # the forced commit waits for the thread
         reading[0] = False

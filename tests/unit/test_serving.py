@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from emgas.streams.runtime.serving import Owners, QueryServer
+from tests.support.graph_log import RecordingLog
 
 
 def test_the_latest_announcement_of_a_partition_names_who_answers_it():
@@ -20,7 +21,7 @@ def test_the_latest_announcement_of_a_partition_names_who_answers_it():
 
 def server(me: str, announcements: dict[int, str]) -> QueryServer:
     settings = SimpleNamespace(worker_name=me, partitions=3)
-    query_server = QueryServer(settings, None, None, None, None, None, None)  # type: ignore[arg-type]
+    query_server = QueryServer(settings, None, None, None, RecordingLog())  # type: ignore[arg-type]
     query_server.owners.latest = dict(announcements)
     return query_server
 
@@ -128,7 +129,7 @@ def test_a_query_older_than_its_clients_wait_or_the_query_timeout_is_not_answere
     settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="emgas.owners")
     metrics = Metrics()
     query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), metrics,  # type: ignore[arg-type]
-                               None, None, None)  # type: ignore[arg-type]
+                               RecordingLog())
     taken = []
 
     async def answer(record, covering):
@@ -150,7 +151,7 @@ def test_a_query_held_through_a_catch_up_longer_than_its_timeout_is_not_answered
     settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="o",
                                queries_topic="q")
     metrics = Metrics()
-    query_server = QueryServer(settings, None, _Recovery(), metrics, None, None, None)  # type: ignore[arg-type]
+    query_server = QueryServer(settings, None, _Recovery(), metrics, RecordingLog())  # type: ignore[arg-type]
     taken = []
 
     async def answer(record, covering):
@@ -270,7 +271,7 @@ def test_a_partitions_digests_are_kept_as_long_as_their_client_waits(age_s, wait
 
     settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="emgas.owners")
     query_server = QueryServer(settings, None, SimpleNamespace(ready_partitions=lambda: [0]), Metrics(),  # type: ignore[arg-type]
-                               None, None, None)  # type: ignore[arg-type]
+                               RecordingLog())
     headers = () if waits_s is None else timeout_header(waits_s)
     record = SimpleNamespace(partition=0, offset=0, timestamp=int((time.time() - age_s) * 1000),
                              value=encode(DigestQuery(request_id="d")), headers=headers)
@@ -284,7 +285,7 @@ def test_queries_held_through_a_catch_up_are_answered_before_the_digests_held_wi
 
     settings = SimpleNamespace(worker_name="w1", partitions=3, query_timeout_s=10.0, owners_topic="o",
                                queries_topic="q")
-    query_server = QueryServer(settings, None, _Recovery(), Metrics(), None, None, None)  # type: ignore[arg-type]
+    query_server = QueryServer(settings, None, _Recovery(), Metrics(), RecordingLog())  # type: ignore[arg-type]
     answered = []
 
     async def answer(record, covering):
