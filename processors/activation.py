@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emgas.processors.association import WeightKind
 from emgas.processors.events import QueryParams
+from emgas.processors.events.queries import ContextWindow, Iterations, Ranked, Share, TopicShare
 
 # (indices of neighbours of i, weights W[i, ·] of those edges)
 Neighbours = Callable[[int], tuple[np.ndarray, np.ndarray]]
@@ -47,17 +48,17 @@ class ActivationParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)  # field docstrings: the settings reference (tools.reference reads them)
 
-    firing_threshold: float = Field(default=0.01, ge=0.0, le=1.0)
+    firing_threshold: Share = 0.01
     """F: a node fires when its activation exceeds this."""
-    propagation_decay: float = Field(default=0.3, ge=0.0, le=1.0)
+    propagation_decay: Share = 0.3
     """D: the share of a firing node's activation it passes on."""
-    max_iterations: int = Field(default=5, ge=1, le=50)
+    max_iterations: Iterations = 5
     """Spreading stops after this many iterations at most."""
-    epsilon: float = Field(default=1e-4, ge=0.0, le=1.0)
+    epsilon: Share = 1e-4
     """ε: spreading stops when the total change Σ|A_new − A| falls below this."""
-    top_concepts: int = Field(default=50, ge=1, le=1000)
+    top_concepts: Ranked = 50
     """Concepts ranked in a reply."""
-    top_passages: int = Field(default=5, ge=1, le=1000)
+    top_passages: Ranked = 5
     """Passages returned in a reply."""
     spend: bool = True
     """A firing node keeps only A·(1 − D) of its own activation, so energy does not circulate forever."""
@@ -70,10 +71,10 @@ class ActivationParams(BaseModel):
     association_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     """Share of its score a concept the query did not start from (reached by spreading only) adds to the passages
     that mention it; the query's seeds add all of theirs (1: every concept alike)."""
-    context_window: int = Field(default=2, ge=0, le=20)
+    context_window: ContextWindow = 2
     """Passages pass context_weight × their score to the turns within context_window places of them in the same
     session (0: off)."""
-    context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    context_weight: Share = 0.3
     """See context_window."""
     speaker_boost: float = Field(default=1.0, ge=0.0, le=10.0)
     """A passage said by a person the query names scores (1 + speaker_boost) ×."""
@@ -83,7 +84,7 @@ class ActivationParams(BaseModel):
     date_boost: float = Field(default=1.0, ge=0.0, le=10.0)
     """A passage said within the time a question names ("in July 2023", "on 7 July, 2023": `processors.dates`)
     scores (1 + date_boost) × (0: off)."""
-    topic_weight: float = Field(default=0.0, ge=0.0, lt=1.0)
+    topic_weight: TopicShare = 0.0
     """Share of a concept's outgoing weight that flows up to its topic nodes (see
     `state.view.GraphView.neighbours`); 0: topics take no part."""
     expansion: bool = True

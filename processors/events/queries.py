@@ -10,19 +10,30 @@ from pydantic import Field, StringConstraints, model_validator
 from emgas.processors.events.base import Event, EventTime, Identifier, MAX_ID_CHARS, MetadataValue, Text, TopicName
 
 
+# The range of each spreading-activation parameter a query may set, declared
+# once: `QueryParams` checks a query's values with them, `ActivationParams`
+# (the worker's defaults, which the settings read) its defaults, and the
+# command line's options take their number type from `QueryParams`.
+Share = Annotated[float, Field(ge=0.0, le=1.0)]  # the firing threshold, the decay, ε, the context weight
+Iterations = Annotated[int, Field(ge=1, le=50)]
+Ranked = Annotated[int, Field(ge=1, le=1000)]  # concepts or passages in a reply
+TopicShare = Annotated[float, Field(ge=0.0, lt=1.0)]  # below 1: some weight stays on the concepts' own edges
+ContextWindow = Annotated[int, Field(ge=0, le=20)]
+
+
 class QueryParams(Event):
     """Spreading-activation parameters; any left out take the worker's defaults."""
 
-    firing_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    propagation_decay: float | None = Field(default=None, ge=0.0, le=1.0)
-    max_iterations: int | None = Field(default=None, ge=1, le=50)
-    epsilon: float | None = Field(default=None, ge=0.0, le=1.0)
-    top_concepts: int | None = Field(default=None, ge=1, le=1000)
-    top_passages: int | None = Field(default=None, ge=1, le=1000)
+    firing_threshold: Share | None = None
+    propagation_decay: Share | None = None
+    max_iterations: Iterations | None = None
+    epsilon: Share | None = None
+    top_concepts: Ranked | None = None
+    top_passages: Ranked | None = None
     # Added in activation_query v3:
-    topic_weight: float | None = Field(default=None, ge=0.0, lt=1.0)
-    context_window: int | None = Field(default=None, ge=0, le=20)
-    context_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    topic_weight: TopicShare | None = None
+    context_window: ContextWindow | None = None
+    context_weight: Share | None = None
 
 
 class ActivationQuery(Event):

@@ -18,7 +18,7 @@ import threading
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -146,7 +146,9 @@ def _aware_datetime(text: str) -> datetime:
 
 
 def _number_type(name: str) -> Any:
-    return int if name in {"max_iterations", "top_concepts", "top_passages", "context_window"} else float
+    """int or float, as `QueryParams` declares the parameter (which checks its range)."""
+    (declared,) = (kind for kind in get_args(QueryParams.model_fields[name].annotation) if kind is not type(None))
+    return get_args(declared)[0] if get_origin(declared) is Annotated else declared
 
 
 def _broker(settings: Settings, args: argparse.Namespace) -> int:
