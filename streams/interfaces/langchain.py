@@ -60,7 +60,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from emgas.processors.events import DigestReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.streams.interfaces.memory import AsyncMemory, Hit, MemoryApiError, SearchResult
+from emgas.streams.interfaces.memory import AsyncMemory, Hit, LoopThread, MemoryApiError, SearchResult
 from emgas.streams.settings import Settings
 
 T = TypeVar("T")
@@ -92,8 +92,7 @@ class _Clients:
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._started: dict[asyncio.AbstractEventLoop, asyncio.Task[AsyncMemory]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._background: LoopThread | None = None
 
     async def memory(self) -> AsyncMemory:
         """The memory of the running loop, started on first use (and again
@@ -113,15 +112,13 @@ class _Clients:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` to its end on this object's loop thread; blocks."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._background()).result()
+        return self._background_loop().run(coroutine)
 
-    def _background(self) -> asyncio.AbstractEventLoop:
+    def _background_loop(self) -> LoopThread:
         with self._lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever, name="emgas-langchain", daemon=True)
-                self._thread.start()
-            return self._loop
+            if self._background is None:
+                self._background = LoopThread("emgas-langchain")
+            return self._background
 
     def close(self) -> None:
         """Stop every client this object started, then its loop thread.
@@ -157,11 +154,9 @@ class _Clients:
 
     def _stop_background(self) -> None:
         with self._lock:
-            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
+            background, self._background = self._background, None
+        if background is not None:
+            background.stop()
 
 
 async def _close_started(task: asyncio.Task[AsyncMemory]) -> None:

@@ -33,7 +33,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 
 from emgas.processors.errors import CoreError
-from emgas.processors.events import EmptyReason
+from emgas.processors import events
+from emgas.processors.events import EmptyReason, StatsReply
 from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.state.errors import StateError
 from emgas.streams.errors import BrokerError, ConfigError, QueryTimeout, RequestError, StreamsError
@@ -179,10 +180,16 @@ class Explained(BaseModel):
     steps: list[HistoryStep] = Field(description="oldest first; empty: the graph never held this concept")
 
 
+# `StatsReply` and its `TopConcept` under the names an agent reads (no class
+# docstring: it would become the output schema's description).
 class TopConcept(BaseModel):
     concept: str
     mentions: int
     activation: float = Field(description="base activation: how alive the concept is now")
+
+    @classmethod
+    def of(cls, top: events.TopConcept) -> "TopConcept":
+        return cls(concept=top.text, mentions=top.count, activation=top.base_activation)
 
 
 class GraphStats(BaseModel):
@@ -194,6 +201,12 @@ class GraphStats(BaseModel):
     passages: int
     topics: int
     top_concepts: list[TopConcept] = Field(description="most mentioned first")
+
+    @classmethod
+    def of(cls, graph: str, reply: StatsReply) -> "GraphStats":
+        """The reply's version and sizes as they are (taken by name, so none is left behind), its top concepts renamed."""
+        sizes = reply.model_dump(include=set(cls.model_fields) - {"graph", "top_concepts"})
+        return cls(graph=graph, top_concepts=[TopConcept.of(c) for c in reply.top_concepts], **sizes)
 
 
 def served(graph: str | None, allow: Iterable[str]) -> Access:
@@ -355,13 +368,7 @@ def _add_tools(server: MCPServer, memory: AsyncMemory, access: Access) -> None:
         mentioned concepts: what the memory is mostly about. Error `graph_not_found`: nothing
         remembered there yet."""
         gid = access.resolve(graph)
-        reply = await memory.stats(graph=gid, top=top)
-        return GraphStats(
-            graph=gid, version=reply.version, turns=reply.turns, concepts=reply.concepts, edges=reply.edges,
-            passages=reply.passages, topics=reply.topics,
-            top_concepts=[TopConcept(concept=c.text, mentions=c.count, activation=c.base_activation)
-                          for c in reply.top_concepts],
-        )
+        return GraphStats.of(gid, await memory.stats(graph=gid, top=top))
 
 
 def _tool(server: MCPServer, **hints: Any) -> Callable[[F], F]:

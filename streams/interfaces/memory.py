@@ -255,6 +255,29 @@ class AsyncMemory:
         return _checked(await self._client.stats(self.graph_of(graph), top), StatsReply)
 
 
+class LoopThread:
+    """An event loop run for ever in a daemon thread of its own, for code that
+    is not async: `run` blocks until a coroutine ends on it, which also
+    works where the caller's thread already runs a loop (a notebook). A
+    Kafka client belongs to the loop it was started on, so every call of
+    one client goes through the same `LoopThread`."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Awaitable[T]) -> T:
+        """Run `coroutine` to its end on the loop; blocks."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        """Stop the loop, wait for its thread (10 s at most) and close the loop."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
 class Memory:
     """`AsyncMemory` for code that is not async: each call blocks until done.
 
@@ -264,14 +287,12 @@ class Memory:
     """
 
     def __init__(self, graph: str | None = None, settings: Settings | None = None, wait_s: float = 30.0) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="emgas-memory", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread("emgas-memory")
         self._memory = AsyncMemory(graph, settings, wait_s)
         try:
             self._call(self._memory.__aenter__())
         except BaseException:
-            self._stop_loop()
+            self._loop.stop()
             raise
 
     @property
@@ -279,7 +300,7 @@ class Memory:
         return self._memory.graph
 
     def _call(self, coroutine: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
+        return self._loop.run(coroutine)
 
     def add(self, messages: str | Iterable[Any], **options: Any) -> list[str]:
         return self._call(self._memory.add(messages, **options))
@@ -306,16 +327,11 @@ class Memory:
         return self._call(self._memory.stats(**options))
 
     def close(self) -> None:
-        if self._loop.is_running():
+        if self._loop.loop.is_running():
             try:
                 self._call(self._memory.__aexit__(None, None, None))
             finally:
-                self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+                self._loop.stop()
 
     def __enter__(self) -> "Memory":
         return self
