@@ -21,7 +21,7 @@ extractor and activation are shaped this way".)
 of Chinese text; unknown terms get the median), the tf-idf a concept's
 importance is made from. Pure: jieba's dictionary and idf table are data,
 read once per process (`lexicon`; a worker reads them decoded from disk,
-`state.chinese_lexicon`).
+`service.chinese_lexicon`).
 
 The search-mode cut is jieba's, computed by jieba-rs (`rjieba`, its Rust
 port with the same dictionary and model, much faster) wherever the two give
@@ -195,7 +195,7 @@ _lexicon: list[Lexicon] = []  # the one read, once read
 
 
 def read_lexicon_with(source: Callable[[], Lexicon]) -> None:
-    """Read the lexicon with `source` from now on (`state.chinese_lexicon`
+    """Read the lexicon with `source` from now on (`service.chinese_lexicon`
     keeps it decoded on disk), in place of `jieba_lexicon`; one read
     already stays."""
     global _lexicon_source

@@ -7,7 +7,7 @@ then; its words alone often share nothing with the answer but the person's
 name, a hub (`emgas eval locomo --misses`: most of LoCoMo's missed temporal
 and single-hop turns). `window` reads that time as a span of days (or a
 month of any year, when no year is given), and the ranking lifts the
-passages said within it (`state.retrieval`). English month names only;
+passages said within it (`service.retrieval`). English month names only;
 pure: no clock is read, a text without a date gives None.
 """
 

@@ -5,7 +5,7 @@ links that activation follows at their own weight).
 People ask in category words and other forms of the words they said:
 "what pets do I have?" of a graph that holds `greyhound`, "tell me about my
 family" of one that holds `sister`. A query word that is not a concept of
-the graph is looked up in the lexicon (WordNet 3.0, `state.wordnet`), and
+the graph is looked up in the lexicon (WordNet 3.0, `service.wordnet`), and
 the graph's concepts it names become weak seeds:
 
 - its synonyms and derivationally related forms (tourney → tournament,

@@ -56,7 +56,7 @@ class GraphParams(BaseModel):
     """A consolidation (topic nodes) each time a graph's event-time clock crosses into a new window of this length,
     seconds (0: none)."""
     idle_check_s: float = Field(default=60.0, ge=0.0)
-    """An idle graph's clock moves on at wall-clock speed from its last event (see `state.scheduler`); checked this
+    """An idle graph's clock moves on at wall-clock speed from its last event (see `service.scheduler`); checked this
     often, in wall seconds (0: never)."""
     decay: DecayParams = DecayParams()
     """Forgetting: how concepts and edges decay and when they are pruned (…__DECAY__*)."""

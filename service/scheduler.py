@@ -1,7 +1,7 @@
 """When a graph is due a decay tick or a consolidation, and what it says.
 
 The emitter side of memory dynamics: a live worker (and the in-process
-`tools.driver`) asks after each applied event, and appends what is due to
+`emgas.testing.LocalLog`) asks after each applied event, and appends what is due to
 the log; the fold (`state.projector`) applies it like any other event.
 
 - Decay: windows are [k·W, (k+1)·W) of event time. When a graph's clock

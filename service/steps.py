@@ -1,6 +1,6 @@
 """The step functions of a partition: what every driver of the state calls.
 
-The live agents (`streams.runtime.app`) and the in-process log (`tools.driver`)
+The live agents (`streams.runtime.app`) and the in-process log (`emgas.testing.LocalLog`)
 decode, call one of these, persist and emit, and nothing else:
 
 - `on_graph_event`: apply one graph event (`state.projector`), and return

@@ -201,7 +201,7 @@ class Settings(BaseSettings):
     """Turns stamped further ahead of the worker's clock go to the DLQ."""
     evict_idle_s: float = Field(default=1800.0, ge=0)
     """A graph's in-memory view not used (no event, query or due tick) for this long is dropped and loaded from the
-    store on its next use (`state.views`); checked every graph.idle_check_s. 0: never."""
+    store on its next use (`state.view_cache`); checked every graph.idle_check_s. 0: never."""
     extract_batch: int = Field(default=200, ge=1, le=10_000)
     """The extract agent extracts up to this many turns at a time (the fetches that come within
     extract_batch_wait_s of the first) and awaits their sends together."""
@@ -210,7 +210,7 @@ class Settings(BaseSettings):
     apply_batch: int = Field(default=500, ge=1, le=10_000)
     """The apply agent applies up to this many graph events at a time (the fetches that come within
     apply_batch_wait_s of the first), then emits what became due and commits the partition states (as
-    state_commit_interval_s paces them; see `streams.runtime.checkpoint`)."""
+    state_commit_interval_s paces them; see `streams.runtime.commit_order`)."""
     state_commit_interval_s: float = Field(default=5.0, ge=0, le=60)
     """A worker commits a partition's state (RocksDB) after a batch at most this often, in seconds (0: after every
     batch). A crash re-folds the log after the state's last commit, so this bounds that work; a commit rewrites
@@ -246,7 +246,7 @@ class Settings(BaseSettings):
     word_vectors_cache: Path = Field(default_factory=default_cache)
     """Where a worker keeps the word vectors of semantic seeds across restarts (one SQLite file per model), so a
     word is encoded once per machine and a partition taken over is ready without encoding its graphs again; and
-    the lemmatiser's decoded dictionaries (`state.lemma_cache`) and jieba's lexicon (`state.chinese_lexicon`),
+    the lemmatiser's decoded dictionaries (`service.lemma_cache`) and jieba's lexicon (`service.chinese_lexicon`),
     so a worker starts and reads its first Chinese turn without decoding them."""
     kafka_heap: str = DEFAULT_HEAP
     """JVM heap options of the real broker `emgas broker` runs."""

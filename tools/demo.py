@@ -23,7 +23,8 @@ from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import StreamsError
 from emgas.streams.kafka.local import start_local_broker
 from emgas.streams.settings import Settings
-from emgas.tools.harness import demo_turns, percentile, start_worker, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import demo_turns, percentile
+from emgas.testing import start_worker, stop_worker, turns_per_graph, wait_for_turns
 
 DEMO_QUERIES: list[tuple[str, str]] = [
     ("alice", "Can I bring my dog when I visit my sister?"),

@@ -2,7 +2,7 @@
 
 Each conversation becomes one graph, built through the same extraction and
 fold as a worker (and, when the graph parameters have windows, the same
-decay ticks and consolidations, through `tools.driver.LocalLog`). Every
+decay ticks and consolidations, through `emgas.testing.LocalLog`). Every
 question is asked as an activation query that does not reinforce, and the
 passages returned are scored against the evidence turn ids: recall@5,
 recall@10 and MRR, per category and overall, and recall@10 per
@@ -28,7 +28,7 @@ from emgas.processors.activation import ActivationParams
 from emgas.processors.events import Turn
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.processors.graph import GraphParams
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.tools.baselines import DENSE, NAMES, retrievers
 from emgas.streams.errors import ConfigError, InputFileError
 

@@ -22,9 +22,8 @@ from emgas.processors.events import ErrorReply, StatsReply
 from emgas.tools.harness import synthetic_turns
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
-from emgas.tools.harness import (
-    free_port, percentile, resident_bytes, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_until_warm,
-)
+from emgas.tools.harness import percentile, resident_bytes
+from emgas.testing import free_port, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_until_warm
 from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 

@@ -35,7 +35,8 @@ from emgas.streams.kafka.reader import log_reader
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import start_worker, synthetic_turns, stop_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import synthetic_turns
+from emgas.testing import start_worker, stop_worker, turns_per_graph, wait_for_turns
 from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 

@@ -35,9 +35,8 @@ from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings
 from emgas.streams.interfaces.snapshots import request_snapshots
 from emgas.tools.availability import Availability
-from emgas.tools.harness import (
-    cpu_seconds, free_port, health, ingest_s, start_worker, stop_worker, wait_for_workers, wait_until_warm,
-)
+from emgas.tools.harness import cpu_seconds, ingest_s
+from emgas.testing import free_port, health, start_worker, stop_worker, wait_for_workers, wait_until_warm
 
 Progress = Callable[[str], None]
 SCALE_PARTITIONS = 6  # divides among 1, 2 and 3 workers evenly

@@ -5,7 +5,7 @@ every `era_days` the conversation moves to a new subject with its own
 vocabulary; each turn mentions `per_turn` concepts of the current subject,
 one "weekly" concept is mentioned once a week for ever, and one "once"
 concept is mentioned in the first turn only. The stream goes through
-`tools.driver.LocalLog`, so decay ticks, pruning and consolidation happen
+`emgas.testing.LocalLog`, so decay ticks, pruning and consolidation happen
 exactly as on a worker.
 """
 
@@ -19,7 +19,7 @@ from typing import Iterator
 from emgas.processors.events import Concept, TurnIngested
 from emgas.processors.graph import GraphParams
 from emgas.state import keys
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 GRAPH = "sim"

@@ -29,7 +29,7 @@ from emgas.processors.events import (
 )
 from emgas.replay.errors import ReplayError
 from emgas.state.errors import StateError
-from emgas.state.wordnet import use_directory
+from emgas.service.wordnet import use_directory
 from emgas.streams.interfaces.client import MemoryClient, forget_request
 from emgas.streams.interfaces.memory import empty_note
 from emgas.streams.cli.command import Arg, Command, OneOf, arg, unwind_on_sigterm

@@ -2,7 +2,7 @@
 
 A `snapshot_started` record per graph is appended to `emgas.graph-events`
 (keyed by the graph); the worker that owns the graph's partition serves it
-as soon as it applies it (see `state.snapshot_writer`), and once every
+as soon as it applies it (see `service.snapshot_writer`), and once every
 graph of the partition has a complete snapshot it appends a checkpoint.
 With `wait_s`, this waits for those checkpoints.
 """

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from emgas.tools.harness import free_port
+from emgas.testing import free_port
 from tests.support.brokers import broker_ready
 
 import pytest

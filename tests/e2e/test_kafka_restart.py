@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from emgas.tools.harness import free_port
+from emgas.testing import free_port
 from tests.support.brokers import broker_ready, require_kafka
 
 pytestmark = pytest.mark.e2e

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from emgas.tools.harness import free_port
+from emgas.testing import free_port
 
 pytestmark = pytest.mark.e2e
 

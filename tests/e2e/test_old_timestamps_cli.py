@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from emgas.tools.harness import free_port
+from emgas.testing import free_port
 from tests.support.brokers import broker_ready
 from tests.support.rule_bug import environment as rule_bug_environment
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from emgas.tools.harness import start_worker, stop_worker
+from emgas.testing import start_worker, stop_worker
 from emgas.streams.settings import Settings
 from tests.support.brokers import start_test_broker
 

@@ -11,7 +11,8 @@ from aiokafka import AIOKafkaProducer
 from emgas.processors.codec import encode
 from emgas.processors.events import ActivationReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, stop_worker
+from emgas.tools.harness import demo_turns
+from emgas.testing import stop_worker
 from emgas.streams.errors import QueryTimeout
 from tests.support.live import run, serving
 from tests.support.metrics import scrape, value

@@ -11,7 +11,7 @@ import pytest
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import turns_per_graph, wait_for_turns
+from emgas.testing import turns_per_graph, wait_for_turns
 from emgas.streams.errors import QueryTimeout
 from tests.support import hooked_worker
 from tests.support.live import live_pipeline, publish_and_wait, run

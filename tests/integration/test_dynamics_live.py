@@ -15,7 +15,8 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import graph_records, replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.demo import DEMO_QUERIES
-from emgas.tools.harness import demo_turns, turns_per_graph
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph
 from tests.support.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

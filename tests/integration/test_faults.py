@@ -15,7 +15,8 @@ import pytest
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, free_port, start_worker, turns_per_graph, wait_for_turns
+from emgas.tools.harness import demo_turns
+from emgas.testing import free_port, start_worker, turns_per_graph, wait_for_turns
 from tests.support.live import live_pipeline, run
 from tests.support.turns import stream_of_turns
 from tests.support.metrics import scrape, value

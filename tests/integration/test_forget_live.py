@@ -9,7 +9,8 @@ from emgas.processors.events import ActivationReply, ErrorReply
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, turns_per_graph
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph
 from tests.support.live import digests_by_graph, live_digests, live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,8 @@ from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, wait_for_turns
+from emgas.tools.harness import demo_turns
+from emgas.testing import wait_for_turns
 from tests.support.live import run, serving
 from tests.support.metrics import scrape, value
 

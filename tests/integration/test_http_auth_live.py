@@ -13,7 +13,7 @@ import urllib.request
 import anyio
 import pytest
 
-from emgas.tools.harness import free_port, start_worker, stop_worker
+from emgas.testing import free_port, start_worker, stop_worker
 from tests.support.live import live_pipeline
 
 pytestmark = pytest.mark.integration

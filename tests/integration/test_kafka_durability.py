@@ -16,7 +16,8 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.errors import BrokerError, QueryTimeout
-from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph, wait_for_turns
 from tests.support.live import Live, live_pipeline, run
 
 pytestmark = pytest.mark.integration

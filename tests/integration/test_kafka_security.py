@@ -20,7 +20,7 @@ from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import KafkaSecurity
 from emgas.streams.settings import Settings
 from emgas.streams.kafka.topics import ensure_topics
-from emgas.tools.harness import start_worker, stop_worker
+from emgas.testing import start_worker, stop_worker
 from tests.support.live import run
 from tests.support.brokers import start_secured_kafka
 from tests.support.tls import make_certificates

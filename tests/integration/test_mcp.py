@@ -16,7 +16,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from emgas.tools.harness import free_port  # noqa: E402
+from emgas.testing import free_port  # noqa: E402
 from tests.support.servers import server_env, wait_for_port  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,8 @@ from aiokafka import AIOKafkaProducer
 
 from emgas.processors.events import ActivationReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import demo_turns, wait_until_warm
+from emgas.tools.harness import demo_turns
+from emgas.testing import wait_until_warm
 from tests.support.live import run, serving
 from tests.support.metrics import scrape, value
 

@@ -15,7 +15,7 @@ import pytest
 
 from emgas.processors.events import Turn
 from emgas.replay.reader import partition_of
-from emgas.tools.harness import free_port, turns_per_graph
+from emgas.testing import free_port, turns_per_graph
 from tests.support.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration

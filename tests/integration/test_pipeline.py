@@ -9,7 +9,7 @@ import pytest
 from emgas.processors.codec import decode_turn
 from emgas.processors.events import ActivationReply, ErrorReply
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import wait_for_turns
+from emgas.testing import wait_for_turns
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,10 @@ import pytest
 
 from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
-from emgas.tools.harness import demo_turns, turns_per_graph
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph, wait_for_workers
 from tests.support.live import (
-    digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run, wait_for_workers,
+    digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )
 
 pytestmark = pytest.mark.integration

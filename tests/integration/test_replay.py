@@ -20,7 +20,8 @@ from emgas.replay.reader import FEW_RECORDS_BYTES
 from emgas.streams.interfaces.admin import derive_from_turns, replay, switch_version
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
-from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph, wait_for_turns
 from tests.support.live import (
     digests_by_graph, live_digests, live_pipeline, offline_digests, publish_and_wait, run,
 )

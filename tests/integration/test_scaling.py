@@ -15,9 +15,11 @@ from emgas.replay.fold import Selection
 from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.tools.availability import Availability
-from emgas.tools.harness import demo_turns, turns_per_graph, wait_for_turns
+from emgas.tools.harness import demo_turns
+from emgas.testing import turns_per_graph, wait_for_turns
 from tests.support import hooked_worker
-from tests.support.live import live_pipeline, publish_and_wait, run, wait_for_workers
+from emgas.testing import wait_for_workers
+from tests.support.live import live_pipeline, publish_and_wait, run
 
 pytestmark = pytest.mark.integration
 WORKERS = ("worker-1", "worker-2", "worker-3")

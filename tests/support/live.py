@@ -23,9 +23,7 @@ from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import (  # noqa: F401 - wait_for_workers: the tests import it from here
-    free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns, wait_for_workers,
-)
+from emgas.testing import free_port, health, start_worker, stop_worker, turns_per_graph, wait_for_turns
 from emgas.streams.settings import Settings
 from tests.support.brokers import TestBroker, start_test_broker
 

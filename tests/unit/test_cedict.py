@@ -16,7 +16,7 @@ from emgas.processors.graph import GraphParams
 from emgas.service.cedict import Cedict, _sense, default_cedict, parse
 from emgas.service.lexicon import ByScript
 from emgas.service.retrieval import answer
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from tests.support.factories import T0
 
 # Entries as CC-CEDICT writes them (traditional, simplified, pinyin, senses).

@@ -21,7 +21,7 @@ from emgas.processors.graph import GraphParams
 from emgas.service.retrieval import answer, find_seeds
 from emgas.service.semantic import VectorCache
 from emgas.service.wordnet import WordNet
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.tools.lexical import terms
 from tests.support.wordnet import WORDNET_DIR, needs_wordnet
 

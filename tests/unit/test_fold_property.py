@@ -26,7 +26,7 @@ from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.state.view import load_view
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from tests.support.factories import T0, ingested
 
 # Short lifetimes, so ticks prune concepts, edges and passages within the stream.

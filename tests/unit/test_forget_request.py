@@ -15,7 +15,7 @@ from emgas.replay.explain import explain
 from emgas.replay.reader import LogRecord
 from emgas.state import fold_points, keys
 from emgas.state.digest import partition_digests
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.repository import GraphRepository

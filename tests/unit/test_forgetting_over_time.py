@@ -14,7 +14,7 @@ from emgas.replay.reader import LogRecord
 from emgas.state import keys
 from emgas.state.rows import decode_row
 from emgas.state.digest import graph_digest
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 from emgas.tools.simulation import GRAPH, ONCE, START as STREAM_START, WEEKLY, Stream, simulate, turns

@@ -22,7 +22,7 @@ from emgas.processors.pruning import PairState, edge_end_s, outlived_its_edges
 from emgas.state.digest import graph_digest
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 
 NOW = datetime(2026, 11, 23, 10, 30, tzinfo=timezone.utc)  # 30 minutes into a window
 EXP = DecayParams(model="exponential", half_life_s=10 * DAY_S)

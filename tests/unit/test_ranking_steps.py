@@ -20,7 +20,7 @@ from emgas.processors.events import ActivationQuery, QueryParams, Turn
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest, query_seeds
 from emgas.processors.graph import GraphParams
 from emgas.service.retrieval import answer
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from tests.support.factories import T0
 from tests.support.wordnet import needs_wordnet
 

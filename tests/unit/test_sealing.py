@@ -27,7 +27,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.streams.errors import ConfigError
 from emgas.streams.kek import load_kek
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from tests.support.factories import FAST, T0, VOCAB, ingested
 from tests.support.key_topic import TOPIC, KeyTopic
 

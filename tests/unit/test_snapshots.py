@@ -15,7 +15,7 @@ from emgas.processors.events import (
 )
 from emgas.processors.extract import ExtractionParams
 from emgas.state.digest import partition_digests
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.service.snapshot_writer import SnapshotPolicy

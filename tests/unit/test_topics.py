@@ -11,7 +11,7 @@ from aiokafka.errors import IncompatibleBrokerVersion
 from emgas.processors.events import Consolidate
 from emgas.processors.graph import GraphParams
 from emgas.processors.topics import TopicParams, propagate_labels, topics_of
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.streams.kafka import topics as kafka_topics
 from emgas.streams.errors import BrokerError, ConfigError
 from emgas.streams.settings import Settings

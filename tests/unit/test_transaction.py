@@ -12,7 +12,7 @@ from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Boost, Retrieved
 from emgas.processors.graph import ConceptState, GraphParams, concept_record, concept_values
 from emgas.state.digest import partition_digests
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.repository import PendingConcept

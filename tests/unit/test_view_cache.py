@@ -52,7 +52,7 @@ def _snapshot_pair_by_pair(view: GraphView, minimum: int) -> dict:
 def test_a_views_snapshot_holds_its_live_pairs_of_at_least_the_count_asked():
     from emgas.processors.graph import GraphParams
     from emgas.tools.bench.core import synthetic_log
-    from emgas.tools.driver import LocalLog
+    from emgas.testing import LocalLog
     from emgas.tools.synthetic import conversations
 
     log = LocalLog(GraphParams())
@@ -72,7 +72,7 @@ def test_a_views_snapshot_holds_its_live_pairs_of_at_least_the_count_asked():
 def test_rows_gathered_at_once_are_each_slots_row_read_alone():
     from emgas.processors.graph import GraphParams
     from emgas.tools.bench.core import synthetic_log
-    from emgas.tools.driver import LocalLog
+    from emgas.testing import LocalLog
     from emgas.tools.synthetic import conversations
 
     log = LocalLog(GraphParams())
@@ -89,7 +89,7 @@ def test_a_querys_neighbours_compute_each_row_once_and_a_new_one_sees_new_counts
     from emgas.processors.graph import GraphParams
     from emgas.state import view as view_module
     from emgas.tools.bench.core import synthetic_log
-    from emgas.tools.driver import LocalLog
+    from emgas.testing import LocalLog
     from emgas.tools.synthetic import conversations
 
     events = synthetic_log(conversations(300), GraphParams())

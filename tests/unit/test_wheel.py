@@ -30,6 +30,7 @@ def test_the_wheel_holds_only_the_emgas_package_and_no_tools(wheel):
     assert {top for top in tops if not top.endswith(".dist-info")} == {"emgas"}
     layers = {name.split("/")[1] for name in names if name.startswith("emgas/") and name.count("/") >= 2}
     assert layers == {"processors", "state", "service", "replay", "streams"}
+    assert "emgas/testing.py" in names  # the test drivers users' tests import
     assert "emgas/streams/cli/main.py" in names and "emgas/processors/events/graph.py" in names
     assert {"emgas/streams/runtime/compose.py", "emgas/streams/interfaces/memory.py", "emgas/streams/kafka/node.py"} <= set(names)
     assert "emgas/streams/runtime/web/viewer.html" in names  # the viewer's page is package data

@@ -9,7 +9,7 @@ Every figure is the median of several repeats, with their min and max:
   commits, as replay calls them) of graph events already decoded in memory
   into a fresh RocksDB state: fold_events events of synthetic LoCoMo-shaped
   conversations (`tools.synthetic`: sessions of turns minutes apart,
-  days between sessions), put through `tools.driver.LocalLog` so the decay
+  days between sessions), put through `emgas.testing.LocalLog` so the decay
   ticks and consolidations due are among them; fold_extract_turns_per_s:
   extraction of those same turns, so fold and extraction compare on
   identical turns.

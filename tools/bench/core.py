@@ -21,16 +21,14 @@ from emgas.processors.fold_codec import decode_for_fold
 from emgas.tools.graph_arrays import degrees, edge_arrays
 from emgas.tools.walks import personalised_pagerank
 from emgas.replay.reader import LogRecord
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.state.transaction import COMMIT_EVERY
 from emgas.state.view import GraphView
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.processors.dynamics import DecayParams
-from emgas.tools.harness import (
-    demo_turns, percentile, resident_bytes,
-)
+from emgas.tools.harness import demo_turns, percentile, resident_bytes
 from emgas.tools.synthetic import CHINESE, Shape, conversations
 from emgas.tools.figures import figure
 

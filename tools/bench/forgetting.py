@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.rocks import RocksStore
 from emgas.processors.graph import GraphParams, GraphRef
 from emgas.tools.figures import figure

@@ -8,7 +8,8 @@ from emgas.processors.events import Turn
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.settings import Settings
 from emgas.tools.figures import Progress
-from emgas.tools.harness import ingest_s, synthetic_turns, wait_for_turns
+from emgas.tools.harness import ingest_s, synthetic_turns
+from emgas.testing import wait_for_turns
 
 
 async def ready(settings: Settings, graphs: list[str]) -> None:

@@ -18,9 +18,8 @@ from emgas.tools.bench.kafka_alone import bench_topics, hop_figures, passthrough
 from emgas.tools.bench.replay import replay_figures
 from emgas.tools.bench.round_trips import round_trip_figures
 from emgas.tools.figures import Progress, figure
-from emgas.tools.harness import (
-    cpu_seconds, free_port, ingest_s, start_worker, stop_worker, synthetic_turns, wait_for_workers, wait_until_warm,
-)
+from emgas.tools.harness import cpu_seconds, ingest_s, synthetic_turns
+from emgas.testing import free_port, start_worker, stop_worker, wait_for_workers, wait_until_warm
 
 
 def broker_in_use(settings: Settings) -> str:

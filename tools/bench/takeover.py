@@ -18,16 +18,14 @@ from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.replay.reader import LogRecord
 from emgas.streams.kafka.reader import log_reader
 from emgas.state.digest import partition_digests
-from emgas.tools.driver import LocalLog
+from emgas.testing import LocalLog
 from emgas.state.projector import PartitionState
 from emgas.state.rocks import RocksStore
 from emgas.service.snapshot_writer import SnapshotWriter
 from emgas.state.ledger import LogIdentity
 from emgas.processors.graph import GraphParams
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.tools.harness import (
-    free_port, health, start_worker, stop_worker,
-)
+from emgas.testing import free_port, health, start_worker, stop_worker
 from emgas.streams.errors import QueryTimeout
 from emgas.streams.kafka.local import start_scratch_broker
 from emgas.streams.settings import Settings

@@ -18,7 +18,8 @@ from emgas.streams.kafka.node import KafkaCluster, find_java
 from emgas.streams.kafka.local import kafka_jars
 from emgas.streams.errors import BrokerError
 from emgas.streams.settings import Settings
-from emgas.tools.harness import free_port, health, resident_bytes, start_worker, stop_worker
+from emgas.tools.harness import resident_bytes
+from emgas.testing import free_port, health, start_worker, stop_worker
 
 BROKER_HEAP = "-Xms128m -Xmx384m"  # three JVMs beside the workers on a small machine
 

@@ -31,7 +31,8 @@ from emgas.streams.interfaces.admin import replay
 from emgas.streams.interfaces.client import MemoryClient
 from emgas.streams.kafka.reader import log_reader
 from emgas.streams.settings import Settings
-from emgas.tools.harness import percentile, wait_for_turns, wait_for_workers, wait_until_warm
+from emgas.tools.harness import percentile
+from emgas.testing import wait_for_turns, wait_for_workers, wait_until_warm
 from emgas.tools.soak.faults import KINDS, FaultRecord, Planned, act, plan, target
 from emgas.tools.soak.fleet import Fleet
 from emgas.tools.soak.reconcile import ACKED, Attempt, BadRecord, GraphCounts, SoakRecords, reconcile
