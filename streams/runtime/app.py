@@ -134,9 +134,13 @@ class Output:
         self.metrics.emitted.labels(event.type).inc()
         return ack
 
+    async def acknowledged(self, acks: list[Awaitable[Any]]) -> None:
+        """Wait for the acknowledgements of events sent (`send_event`)."""
+        await asyncio.gather(*acks)
+
     async def append(self, events: Iterable[GraphEvent]) -> None:
         """Produce graph events and wait for every acknowledgement."""
-        await asyncio.gather(*[await self.send_event(event) for event in events])
+        await self.acknowledged([await self.send_event(event) for event in events])
 
     async def append_at(self, events: list[GraphEvent]) -> list[int]:
         """Produce graph events (recovery's snapshots and markers); their log offsets once acknowledged."""
@@ -190,6 +194,10 @@ class WhileRunning:
         with _stopped_as_serving_stopped():
             return await self._log.send_event(event)
 
+    async def acknowledged(self, acks: list[Awaitable[Any]]) -> None:
+        with _stopped_as_serving_stopped():
+            await self._log.acknowledged(acks)
+
     async def append(self, events: Iterable[GraphEvent]) -> None:
         with _stopped_as_serving_stopped():
             await self._log.append(events)
@@ -223,12 +231,11 @@ class Agents:
     """The worker's agents and timer: each decodes, calls one step, persists, emits."""
 
     def __init__(self, settings: Settings, states: PartitionStates, recovery: Recovery, metrics: Metrics,
-                 log: GraphLog, sealer: Sealer, extraction: Extraction, commit_hold_s: float = 0.0,
+                 log: GraphLog, sealer: Sealer, extraction: Extraction,
                  on_fatal: Callable[[Exception], Awaitable[None]] | None = None) -> None:
         self.settings, self.states, self.recovery, self.metrics = settings, states, recovery, metrics
         self.log, self.sealer, self.extraction = log, sealer, extraction
         self.intake = Intake([settings.turns_topic, settings.graph_events_topic])
-        self.commit_hold_s = commit_hold_s  # a test-only pause before each commit (`Hooks`)
         self.pacing = CommitPacing(settings.state_commit_interval_s)
         self.compiled = False  # the fold's compiled loops loaded (`state.kernels`)
         self.on_fatal = on_fatal  # what ends the worker (a sealed record it cannot open)
@@ -299,7 +306,7 @@ class Agents:
             # partition taken over is ready without them (`warm_for_queries`).
             await asyncio.to_thread(kernels.warm)
             self.compiled = True
-        batch_commit = BatchCommit(self.log, self.commit_hold_s, self.pacing, self.states.reading,
+        batch_commit = BatchCommit(self.log, self.pacing, self.states.reading,
                                 self.states.commit)
         pending: dict[int, list[tuple[FoldEvent, int, bytes]]] = {}  # per partition, in log order
         try:

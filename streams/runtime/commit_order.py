@@ -70,11 +70,10 @@ class BatchCommit:
     """What one batch touched: the workers to commit and the events to emit."""
 
     def __init__(
-        self, log: GraphLog, hold_s: float = 0.0, pacing: CommitPacing = EVERY_BATCH,
+        self, log: GraphLog, pacing: CommitPacing = EVERY_BATCH,
         reading: Callable[[int], bool] = lambda partition: False, commit_state: CommitState = commit_here,
     ) -> None:
         self._log = log
-        self._hold_s = hold_s  # the crash tests' window between 2 and 3
         self._pacing = pacing
         self._reading = reading  # whether a thread reads a partition's store now: not committed to meanwhile
         self._commit_state = commit_state  # the worker's: `PartitionStates.commit`
@@ -90,9 +89,8 @@ class BatchCommit:
         only when its pacing says so, unless `force` (a reader of the store
         off the event loop needs it committed)."""
         acks = [await self._log.send_event(event) for event in self._emitted]
-        await asyncio.gather(*acks)
-        if self._hold_s and self._workers:
-            await asyncio.sleep(self._hold_s)
+        if acks or self._workers:
+            await self._log.acknowledged(acks)
         for worker in self._workers.values():
             if self._reading(worker.partition):
                 if not force:

@@ -3,8 +3,9 @@
 `build_worker(settings)` is the one place that constructs the worker's
 collaborators and hands each the others it needs; nothing is set on the
 Faust app afterwards. `emgas worker` runs what it returns
-(`streams.runtime.worker`). `Hooks` are faults and pauses only tests set
-(tests/support/hooked_worker.py); the command line never does.
+(`streams.runtime.worker`). Everything the worker produces goes through
+one port, `graph_log`'s (`streams.runtime.ports.GraphLog`): a test wraps it
+to add its faults (tests/support/hooked_worker.py); the command line never does.
 """
 
 from __future__ import annotations
@@ -35,17 +36,6 @@ from emgas.streams.runtime.warming import start_warming
 from emgas.streams.settings import Settings
 
 
-@dataclass(frozen=True)
-class Hooks:
-    """Test-only faults: `commit_hold_s`, a pause between flushing a batch's
-    emitted events and committing its states (so a crash test can kill a
-    worker in between); `sync_group_errors`, that many SyncGroup requests
-    refused with INVALID_REQUEST before they are sent (the embedded broker's race)."""
-
-    commit_hold_s: float = 0.0
-    sync_group_errors: int = 0
-
-
 @dataclass
 class Worker:
     """A worker's parts. `fatal` holds why it must end (one line each), for the command's exit status."""
@@ -69,9 +59,6 @@ class Worker:
     async def _leave_group(self) -> None:
         self.recovery.on_rebalance_start()  # an agent waiting for a catch-up would hold the leave up
         await leave_group(self.app)
-
-
-NO_HOOKS = Hooks()  # what `emgas worker` runs with
 
 
 class RebalanceStart(faust.Sensor):
@@ -99,7 +86,7 @@ class RebalanceStart(faust.Sensor):
 LogFactory = Callable[[App, Settings, Metrics, Sealer], GraphLog]
 
 
-def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS, graph_log: LogFactory = Output) -> Worker:
+def build_worker(settings: Settings, graph_log: LogFactory = Output) -> Worker:
     """The worker for `settings`: its Faust app, partition states, recovery, agents and query server,
     all writing through one port to the log, `graph_log`'s (the Kafka adapter, `Output`, unless a
     caller wraps or replaces it)."""
@@ -134,14 +121,14 @@ def build_worker(settings: Settings, hooks: Hooks = NO_HOOKS, graph_log: LogFact
     app.on_partitions_assigned.connect(rebalances.on_assigned)  # type: ignore[arg-type]
     app.sensors.add(rebalances)
     agents = Agents(settings, states, recovery, metrics, output, sealer,
-                    Extraction(settings, extractor_id(settings.extraction)), hooks.commit_hold_s, stop_for)
+                    Extraction(settings, extractor_id(settings.extraction)), stop_for)
     agents.register(app)
     # Queries are read outside the group, so rebalances do not pause them (`streams.runtime.serving`).
     server = QueryServer(settings, states, recovery, metrics, WhileRunning(output))
     app.task(server.run)
     _register_pages(app, settings, states, recovery, metrics)
     rejoined = metrics.group_rejoins.labels
-    guard_sync_groups(lambda reason: rejoined(reason).inc(), hooks.sync_group_errors)
+    guard_sync_groups(lambda reason: rejoined(reason).inc())
     watch_group(app, GroupWatch(settings.app_id, settings.session_timeout_s, lambda reason: rejoined(reason).inc()))
     return Worker(app, settings, states, metrics, recovery, server, fatal)
 

@@ -26,7 +26,7 @@ line naming the patch that would be at risk. The patches, and why each exists:
    guard replaces `CoordinatorGroupRebalance._send_sync_group_request` and
    answers the error as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at
    once. Tested by tests/unit/test_membership.py and, live, by
-   tests/integration/test_scaling.py (with a test-only fault, `Hooks`).
+   tests/integration/test_scaling.py (with a test-only fault, `SyncGroupGuard.fail_first`).
 4. `HandingOverWorker`: SIGTERM hands the partitions over before stopping.
    Overrides Faust's `Worker._on_sigterm` (see `streams.runtime.worker`).
    Tested by tests/integration/test_rebalance.py.
@@ -281,8 +281,8 @@ class SyncGroupGuard:
     """SyncGroup refused with INVALID_REQUEST means "join again", not "stop".
 
     The guard answers it as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at
-    once. `fail_first` is a test-only fault (`Hooks.sync_group_errors`): that
-    many SyncGroups are refused here, before they are sent."""
+    once. `fail_first` is a test-only fault (set by tests/support/hooked_worker.py):
+    that many SyncGroups are refused here, before they are sent."""
 
     def __init__(self) -> None:
         self.count: Callable[[str], None] = lambda reason: None
@@ -325,11 +325,10 @@ class _Answer:
 SYNC_GROUP_GUARD = SyncGroupGuard()
 
 
-def guard_sync_groups(count: Callable[[str], None], fail_first: int = 0) -> None:
+def guard_sync_groups(count: Callable[[str], None]) -> None:
     """Install `SYNC_GROUP_GUARD` in aiokafka (once per process); `count(reason)`
-    is told of each refusal, `fail_first` refusals are made up (a test-only fault)."""
+    is told of each refusal."""
     SYNC_GROUP_GUARD.count = count
-    SYNC_GROUP_GUARD.fail_first = fail_first
     original = CoordinatorGroupRebalance._send_sync_group_request
     if getattr(original, "emgas_guard", False):
         return

@@ -25,6 +25,10 @@ class GraphLog(Protocol):
         """Produce a graph event without waiting: the future of its acknowledgement."""
         ...
 
+    async def acknowledged(self, acks: list[Awaitable[Any]]) -> None:
+        """Wait until the events whose acknowledgements these are (`send_event`'s) are in the log."""
+        ...
+
     async def append(self, events: Iterable[GraphEvent]) -> None:
         """Produce graph events and wait until every one is in the log."""
         ...

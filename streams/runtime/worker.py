@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from emgas.streams.runtime.compose import NO_HOOKS, Hooks, build_worker
+from emgas.streams.runtime.app import Output
+from emgas.streams.runtime.compose import LogFactory, build_worker
 from emgas.streams.runtime.patches import HandingOverWorker
 from emgas.streams.errors import WorkerStopped
 from emgas.streams.settings import Settings
@@ -20,10 +21,11 @@ def where(settings: Settings) -> str:
 
 
 def run_worker(
-    settings: Settings, loglevel: str = "INFO", hooks: Hooks = NO_HOOKS, broker: BrokerReady | None = None
+    settings: Settings, loglevel: str = "INFO", broker: BrokerReady | None = None, graph_log: LogFactory = Output,
 ) -> None:
-    """Run until SIGINT/SIGTERM. Blocks; exits the process when done. `hooks`:
-    test-only faults (tests/support/hooked_worker.py); `emgas worker` sets none.
+    """Run until SIGINT/SIGTERM. Blocks; exits the process when done. `graph_log`:
+    the worker's port to the log (a test's wraps Kafka's with its faults:
+    tests/support/hooked_worker.py; `emgas worker` runs Kafka's, `Output`).
     `broker`: `start_checks` made before the runtime was imported (the
     machine checked, the broker's address and the topics under way); made
     here if None."""
@@ -32,7 +34,7 @@ def run_worker(
     settings, on_mock = broker.result()
     settings = settings.model_copy(update={"fetch_max_wait_ms": settings.fetch_wait_ms(on_mock)})
     print(where(settings), flush=True)
-    worker = build_worker(settings, hooks)
+    worker = build_worker(settings, graph_log)
     faust_worker = HandingOverWorker(
         worker.app, loglevel=loglevel, quiet=True, logging_config=logging_config(settings.log_format, loglevel),
         hand_over=worker.hand_over,

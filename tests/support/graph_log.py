@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import Any, Awaitable, Iterable
 
 from emgas.processors.errors import DecodeError
 from emgas.processors.events import GraphEvent
@@ -24,6 +24,9 @@ class RecordingLog:
         done = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
+
+    async def acknowledged(self, acks: list[Awaitable[Any]]) -> None:
+        await asyncio.gather(*acks)
 
     async def append(self, events: Iterable[GraphEvent]) -> None:
         self.events += events
