@@ -29,7 +29,7 @@ the same words. They differ only where an ASCII letter or digit touches
 one of `.+#&_%-` (an e-mail address, "Gel-Kayano26"): jieba splits such a
 token at the symbol, jieba-rs keeps it whole. Those texts go to jieba
 itself (`_JIEBA_ONLY`), so the words are jieba's everywhere;
-`tests/unit/test_chinese_cut.py` holds the two to that (how they were
+`tests/unit/processors/test_chinese_cut.py` holds the two to that (how they were
 compared: docs/retrieval.md).
 """
 

@@ -389,7 +389,7 @@ def ingest_encoded(turn: Turn, params: ExtractionParams, extractor: str) -> byte
     """`codec.encode(ingest(turn, params, extractor))`, the same bytes,
     without the event's model (a worker sends the bytes; its fold decodes
     them as rows, `fold_codec`). orjson writes JSON as pydantic does (the
-    same floats, escapes and times; `tests/unit/test_ingest_encoded.py`),
+    same floats, escapes and times; `tests/unit/processors/test_ingest_encoded.py`),
     and the fields go in TurnIngested's order. The turn's fields were
     validated with the turn; what the model checked of the concepts is
     checked here (`_check_concepts`): ValueError if the extraction broke it."""

@@ -14,7 +14,7 @@ and about ten edges, a model each, and a forget re-folds thousands.
 Anything else, and any turn or consolidation that is not plainly valid,
 takes `codec.decode_graph_event`: so a bad event is refused with the same
 one-line reason, and an accepted one has the same field values either way
-(`tests/unit/test_fold_codec.py`).
+(`tests/unit/processors/test_fold_codec.py`).
 
 A row is an event for the fold to apply, not a schema: the event's schema
 stays `TurnIngested` or `Consolidate`, which `model` gives when a rule

@@ -14,7 +14,7 @@ thousand ticks made a few dozen of them per tick around a few comparisons.
 Edges and neighbours are the graph's node slots (ints), not id pairs: every
 listed edge's retention is computed for the whole group at once
 (`expired_at`), and what the ticks remove is kept as slot-pair keys.
-`tests/unit/test_tick_group.py` holds the group to the rule applied tick by
+`tests/unit/state/test_tick_group.py` holds the group to the rule applied tick by
 tick.
 """
 

@@ -171,7 +171,7 @@ class LogReader:
     def _fetch_bytes(self, limit: int) -> None:
         """The per-partition fetch size from the next fetch on. aiokafka
         takes it only at construction; its fetcher reads this attribute
-        for every request (`tests/unit/test_logstate.py` checks it is there)."""
+        for every request (`tests/unit/replay/test_logstate.py` checks it is there)."""
         self._consumer._fetcher._max_partition_fetch_bytes = limit
 
     async def _fetch(self, tp: TopicPartition) -> list[Any]:

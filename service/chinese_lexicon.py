@@ -8,7 +8,7 @@ interpreter while the event loop folded and answered (about 1.7 s under
 load). `install(folder)` makes `processors.chinese` read the lexicon from a
 parse cache there instead (`service.parse_cache`, about 0.1 s), written by
 the first process that read it from jieba and named by jieba's version.
-Nothing changes in what the lexicon holds (tests/unit/test_chinese_lexicon.py).
+Nothing changes in what the lexicon holds (tests/unit/service/test_chinese_lexicon.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the lemmatiser). `install(folder)` makes simplemma read each language's
 decoded dictionary from a parse cache there instead (`service.parse_cache`),
 written by the first process that decoded it and named by simplemma's
 version. Nothing changes in what the lemmatiser returns: the dictionary is
-the same mapping (tests/unit/test_lemma_cache.py).
+the same mapping (tests/unit/service/test_lemma_cache.py).
 """
 
 from __future__ import annotations

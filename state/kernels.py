@@ -6,7 +6,7 @@ A row is (neighbour indices int32 sorted, pair counts int32, last
 co-occurrence int64 µs). Every kernel returns new arrays and never writes
 to its inputs (a row handed to a reader stays valid). They use integer
 arithmetic, comparisons and min/max only, so their results are the numpy
-code's bit for bit (`tests/unit/test_kernels.py` compares them).
+code's bit for bit (`tests/unit/state/test_kernels.py` compares them).
 
 Each is written here as plain Python over arrays and compiled by numba on
 the first call of any of them (numba is imported then, not with this

@@ -10,7 +10,7 @@ the meta they read), the held values of the concepts they name are read
 from the graph's columns (`state.concept_columns`) a set at a time, and the
 mentions are applied in one compiled loop (`kernels.mention_all`), with the
 same floating-point operations in the same order: the values the run
-leaves are Mentions' bit for bit (`tests/unit/test_mention_columns.py`).
+leaves are Mentions' bit for bit (`tests/unit/state/test_mention_columns.py`).
 `fold` computes them without changing anything; `apply` writes them to
 the columns, so a run that fails leaves the graph as it was.
 

@@ -3,7 +3,7 @@
 Encoded: orjson, byte for byte what pydantic's `model_dump_json` writes
 for the same fields (compact, fields in declaration order, UTF-8, floats
 as their shortest round trip, aware datetimes in ISO 8601 with `Z` for
-UTC: `tests/unit/test_records.py`). The fold writes thousands of concept
+UTC: `tests/unit/state/test_records.py`). The fold writes thousands of concept
 and passage records per commit; encoding each from its plain values skips
 building a model first.
 

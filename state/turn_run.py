@@ -46,7 +46,7 @@ the operations the per-event rules (`processors.evolve.evolve_turn`,
   queued at once.
 
 So a graph folded in runs of any length equals the one folded one event at
-a time, bit for bit (`tests/unit/test_fold_property.py`).
+a time, bit for bit (`tests/unit/state/test_fold_property.py`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each patch below reaches into code that is not the libraries' public API,
 so it was written for, and is tested with, exactly the pinned versions
-(`PINNED`, equal to pyproject.toml's pins: tests/unit/test_patches.py).
+(`PINNED`, equal to pyproject.toml's pins: tests/unit/streams/test_patches.py).
 `check_versions()` refuses to build a worker on any other version, with one
 line naming the patch that would be at risk. The patches, and why each exists:
 
@@ -25,7 +25,7 @@ line naming the patch that would be at risk. The patches, and why each exists:
    that holds partitions; the embedded broker produces it by a race. The
    guard replaces `CoordinatorGroupRebalance._send_sync_group_request` and
    answers the error as aiokafka answers REBALANCE_IN_PROGRESS: rejoin at
-   once. Tested by tests/unit/test_membership.py and, live, by
+   once. Tested by tests/unit/streams/test_membership.py and, live, by
    tests/integration/test_scaling.py (with a test-only fault, `SyncGroupGuard.fail_first`).
 4. `HandingOverWorker`: SIGTERM hands the partitions over before stopping.
    Overrides Faust's `Worker._on_sigterm` (see `streams.runtime.worker`).
@@ -40,7 +40,7 @@ line naming the patch that would be at risk. The patches, and why each exists:
    so that tables declared late can still register. This worker declares no
    tables, so the sleep only delayed every start, and every takeover by a
    starting worker, by a second. Kept when a table is declared. Tested by
-   tests/unit/test_patches.py.
+   tests/unit/streams/test_patches.py.
 7. `_Consumer._drain_messages`: records in batches (`streams.runtime.intake`).
    Faust's fetcher loop delivers each record on its own (a message object,
    four tasks in `wait_first`, a queue, an event, an acknowledgement); this
@@ -50,7 +50,7 @@ line naming the patch that would be at risk. The patches, and why each exists:
    `Consumer.ack` updates), so Faust's commits go on as before. The loop is
    Faust's `_drain_messages` and `getmany` otherwise: the same flow control,
    read offsets, gaps, partition filter and generation check. Tested by
-   tests/unit/test_intake.py and by every live test (tests/integration).
+   tests/unit/streams/test_intake.py and by every live test (tests/integration).
 8. `venusian` in `faust.app.base`: no scan bookkeeping. Each agent, task,
    timer and page the app declares is registered for `app.discover` by
    venusian's `attach`, which finds the caller's source line
@@ -60,7 +60,7 @@ line naming the patch that would be at risk. The patches, and why each exists:
    takeover by a starting worker. This worker never calls `discover` (its
    agents are declared by `streams.runtime.app`), so once an `App` is
    made `attach` does nothing in this process (for any Faust app in it);
-   `Scanner` stays venusian's. Tested by tests/unit/test_patches.py.
+   `Scanner` stays venusian's. Tested by tests/unit/streams/test_patches.py.
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held

@@ -6,7 +6,7 @@ comment on the line before it says what to check or why not to run it:
     <!-- docs-run: expect: TEXT | TEXT -->   each TEXT appears in its output, in this order
     <!-- docs-run: skip: REASON -->          not run, for REASON (shown by the test)
 
-`tests/e2e/test_docs_run.py` runs them; `tests/unit/test_docs.py` checks
+`tests/e2e/test_docs_run.py` runs them; `tests/unit/project/test_docs.py` checks
 the markers.
 """
 

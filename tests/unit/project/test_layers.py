@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 
 def test_lint_imports_keeps_every_contract():
@@ -48,3 +48,19 @@ def test_the_rules_do_not_import_the_fold_that_reads_them():
     source = (ROOT / "state" / "rules.py").read_text()
     assert not re.search(r"^\s*(?:from|import) emgas\.state\.projector\b", source, re.M)
     assert "TYPE_CHECKING" not in source
+
+
+def test_the_unit_tests_mirror_the_packages():
+    """Each unit test lives in the folder of the layer it tests (`project`: the repository as a whole)."""
+    unit = ROOT / "tests" / "unit"
+    assert not list(unit.glob("test_*.py")), "a unit test outside a layer's folder"
+    assert {p.name for p in unit.iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "processors", "state", "service", "replay", "streams", "tools", "project",
+    }
+
+
+def test_state_reads_no_environment_clock_or_file_but_its_store():
+    """`state/` holds storage and the fold: the lexicons, caches and clocks are the service layer's."""
+    reads = re.compile(r"\bos\.environ\b|\bgetenv\(|\bPath\.home\(|\bdatetime\.now\(|\btime\.time\(|(?<![\w.])open\(")
+    offenders = [p.name for p in (ROOT / "state").glob("*.py") if reads.search(p.read_text())]
+    assert offenders == []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from emgas.processors import chinese
 
-MEMDAILY = Path(__file__).parents[2].parent / "shared" / "data" / "memdaily" / "turns.jsonl"
+MEMDAILY = Path(__file__).parents[3].parent / "shared" / "data" / "memdaily" / "turns.jsonl"
 
 TEXTS = {
     "plain Chinese": "我同事身高164厘米，他上周去了杭州西湖。",

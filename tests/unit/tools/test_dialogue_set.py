@@ -12,7 +12,7 @@ from emgas.processors.graph import GraphParams
 from emgas.tools.evaluation import evaluate
 from tests.support.wordnet import needs_wordnet
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "dialogue"
+DATA = Path(__file__).resolve().parents[2] / "data" / "dialogue"
 # language -> (recall@5, MRR) the default retriever must reach; measured
 # (docs/retrieval.md) and set a little below, so a real loss fails.
 FLOORS = {

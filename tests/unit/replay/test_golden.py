@@ -11,7 +11,7 @@ from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 
-GOLDEN = Path(__file__).parents[1] / "golden"
+GOLDEN = Path(__file__).parents[2] / "golden"
 
 
 def golden_records() -> list[LogRecord]:

@@ -8,7 +8,7 @@ import pytest
 
 from emgas.streams.runtime.patches import PINNED, App, TablelessManager, UnpatchableVersion, check_versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_patched_versions_are_the_pinned_ones():

@@ -112,7 +112,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
         "    print('raised', err)\n"
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parents[2])
+                          cwd=Path(__file__).parents[3])
     assert done.stdout.count("script started") == 1, done.stdout + done.stderr
     assert "raised cannot reach Kafka at 127.0.0.1:1" in done.stdout, done.stdout + done.stderr
 

@@ -8,7 +8,7 @@ import pytest
 from tests.support import doc_blocks
 from tests.support.doc_blocks import PAGES as DOC_RUN_PAGES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

@@ -9,7 +9,7 @@ import yaml
 
 from emgas.streams.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
