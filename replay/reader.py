@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -17,8 +17,17 @@ from aiokafka.partitioner import murmur2
 
 from emgas.replay.errors import LogTruncated, LogUnavailable
 
-if TYPE_CHECKING:
-    from emgas.replay.keyring import KeyRing
+
+
+class SealedOpener(Protocol):
+    """What opens the sealed records a reader reads (`replay.keyring.KeyRing` is one)."""
+
+    async def open(self, partition: int, values: list[bytes], times_ms: Callable[[int], int]) -> list[bytes]:
+        """The values of one partition's records, each sealed one whose key is known opened."""
+        ...
+
+    async def close(self) -> None:
+        ...
 
 # Records fetched per partition per request: big, because a reader streams.
 FETCH_BYTES = 8 * 1024 * 1024
@@ -58,7 +67,7 @@ class LogReader:
         fetch_max_wait_ms: int = 10,
         timeout_s: float = 10.0,
         client_options: Mapping[str, Any] | None = None,
-        keys: "KeyRing | None" = None,
+        keys: SealedOpener | None = None,
         own_keys: bool = False,
     ) -> None:
         """`client_options`: extra aiokafka options (security, see `streams.kafka.security`);

@@ -51,26 +51,23 @@ a time, bit for bit (`tests/unit/state/test_fold_property.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Mapping, cast
+from typing import Mapping, cast
 
 from emgas.processors.events import Consolidate, Decay, TurnIngested
 from emgas.processors.evolve import Slice, after_tick, evolve_consolidate
 from emgas.processors.fold_codec import (
     ConsolidateRow, DecayRow, TurnRow, concept_ids, is_consolidation, is_decay, is_turn,
 )
-from emgas.processors.graph import GraphMeta, GraphParams, GraphRef, replaced
+from emgas.processors.graph import GraphParams, GraphRef, replaced
 from emgas.processors.writes import SetTopics
 from emgas.state import keys
-from emgas.state.mention_columns import FoldedMentions, MentionColumns
+from emgas.state.mention_columns import MentionColumns
 from emgas.state.repository import GraphRepository, PendingPassage
 from emgas.state.rules import Outcome
 from emgas.state.transaction import Pending
-
-
-if TYPE_CHECKING:  # the view imports this module's FoldedRun for its annotations
-    from emgas.state.view import GraphView
+from emgas.state.folded_run import FoldedRun
+from emgas.state.view import GraphView
 
 # A run's event as the fold hands it over: the event, its log offset, its bytes.
 RunEvent = tuple[TurnIngested | TurnRow | Decay | DecayRow | Consolidate | ConsolidateRow, int, bytes]
@@ -87,20 +84,6 @@ def joins_run(event: object) -> bool:
 def prunes(event: object) -> bool:
     """Whether `event` is a decay tick that lists concepts or edges to prune."""
     return is_decay(event) and bool(event.concepts or event.edges)
-
-
-@dataclass(frozen=True)
-class FoldedRun:
-    """What a run of turns makes of its graph version: the turns applied
-    (the others were duplicates or forgotten), their passages, the concepts
-    as the run leaves them, the meta after it."""
-
-    applied: list[tuple[TurnIngested | TurnRow, int, bytes]]
-    ticks: list[tuple[Decay | DecayRow | Consolidate | ConsolidateRow, int, bytes]]  # the decay ticks and consolidations applied
-    passages: list[PendingPassage]
-    mentions: FoldedMentions  # the concepts it mentions, as it leaves them
-    meta: GraphMeta
-    topics: SetTopics | None = None  # the last consolidation's topics (None: the run has none)
 
 
 def skipped(repo: GraphRepository, ref: GraphRef, run: list[RunEvent], known: bool) -> list[Outcome | None]:

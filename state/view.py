@@ -25,7 +25,7 @@ import weakref
 from collections import deque
 from itertools import chain, repeat
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -44,13 +44,12 @@ from emgas.processors.pruning_group import ListedEdge, ListedEdges, slot_keys
 from emgas.state import keys, links
 from emgas.state.adjacency import Adjacency
 from emgas.state.concept_columns import ConceptColumns
+from emgas.state.folded_run import FoldedRun
 from emgas.state.mention_columns import apply as apply_mentions
 from emgas.state.records import PassagePlace, decode_concept, decode_passage_place
 from emgas.state.repository import GraphRepository, PendingPassage, from_us, to_us
 from emgas.state.rows import upper_arrays
 
-if TYPE_CHECKING:  # the run is folded by turn_run, whose guards import the rules, which import the views
-    from emgas.state.turn_run import FoldedRun
 
 
 # A passage as a view files it: a record's model, the fold's pending one, or what loading reads of it.

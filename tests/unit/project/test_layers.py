@@ -64,3 +64,46 @@ def test_state_reads_no_environment_clock_or_file_but_its_store():
     reads = re.compile(r"\bos\.environ\b|\bgetenv\(|\bPath\.home\(|\bdatetime\.now\(|\btime\.time\(|(?<![\w.])open\(")
     offenders = [p.name for p in (ROOT / "state").glob("*.py") if reads.search(p.read_text())]
     assert offenders == []
+
+
+def import_circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of `imports` (module -> modules it imports): its strongly
+    connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in imports.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while (other := stack.pop()) != module:
+                component.append(other)
+            if component:
+                circles.append(sorted([module, *component]))
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_import_circles_are_found():
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_product_module_imports_itself_back_not_even_for_annotations():
+    grimp = pytest.importorskip("grimp")  # import-linter's graph
+    graph = grimp.build_graph("emgas")
+    product = {m for m in graph.modules if not m.startswith("emgas.tools")}
+    imports = {m: graph.find_modules_directly_imported_by(m) & product for m in product}
+    assert import_circles(imports) == []
