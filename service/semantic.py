@@ -159,8 +159,8 @@ class ConceptVectors:
         """Append rows. The block grows by doubling: a graph whose concepts
         arrive a few at a time (a takeover's prefetch, then every new turn's)
         is copied about log2(rows) times, not once per batch, which had left
-        the freed copies' pages to the allocator (issue 37's growth between
-        faults). Rows already handed out are never written again."""
+        the freed copies' pages to the allocator (a worker's memory grew
+        with every takeover). Rows already handed out are never written again."""
         start, end = len(self.ids), len(self.ids) + len(ids)
         if end > len(self._block):
             block = np.empty((max(end, 2 * len(self._block), 64), DIMENSIONS), dtype=np.float32)

@@ -13,7 +13,7 @@ decode, call one of these, persist and emit, and nothing else:
   a graph's idleness at wall time `wall`.
 
 The scheduler decides from the applied state (its views' due times, moved
-by the deltas mirrored into them) and remembers what it emitted and when
+as the fold applies each write to them) and remembers what it emitted and when
 each graph last got a turn. It still takes due entries off the views'
 heaps and files again an edge it finds not yet due: the heap is its cursor.
 """
