@@ -8,6 +8,7 @@ from emgas.state.projector import PartitionState
 from emgas.service.steps import PartitionSteps
 from emgas.streams.runtime.commit_order import BatchCommit, CommitPacing
 from tests.support.graph_log import RecordingLog
+from tests.support.hooked_worker import HeldFlush
 from tests.support.factories import ingested
 
 
@@ -120,3 +121,23 @@ async def test_the_worker_commits_a_partition_in_steps_reading_it_until_the_writ
     assert not worker.state.uncommitted and worker.state.committed_offset == 5
     states.close(commit=False)
     assert PartitionStates(tmp_path, GraphParams()).get(0).applied_offset == 5  # in the store
+
+
+def test_the_crash_tests_hold_keeps_a_batch_applied_and_uncommitted_until_its_flush_ends():
+    """`tests/support/hooked_worker.HeldFlush` wraps the worker's port: the
+    batch's events are in the log, its state not yet committed, for `hold_s`."""
+    worker = a_worker()
+
+    async def batch() -> tuple[int, int]:
+        batch_commit = BatchCommit(HeldFlush(RecordingLog(), hold_s=0.5))  # type: ignore[arg-type]
+        worker.state.apply(ingested("g", "t0", {"cat": 0.5}), 0)
+        worker.state.commit()
+        worker.state.apply(ingested("g", "t1", {"dog": 0.5}), 1)
+        batch_commit.add(worker, [])
+        committing = asyncio.create_task(batch_commit.commit())
+        await asyncio.sleep(0.05)
+        held = worker.state.committed_offset
+        await committing
+        return held, worker.state.committed_offset
+
+    assert asyncio.run(batch()) == (0, 1)
