@@ -358,8 +358,7 @@ class PartitionState:
                           exc_info=True)
                 break
         gone = tick_group.apply_group(self.repo, view, ref, reads, decided)
-        if self.compacts_views and view.needs_compaction():
-            self.views[ref] = load_view(self.repo, ref, self.params.decay)
+        self._compact_if_due(ref, view)
         return gone
 
     def _prune_ahead(self, ref: GraphRef, tick: Decay, offset: int, raw: bytes) -> tuple[Outcome, frozenset[str]]:
@@ -554,7 +553,13 @@ class PartitionState:
         """Apply the writes to `view`; `compact`: then rebuild it if dead
         slots or stale due times outnumber live ones (after a tick)."""
         view.apply_all(writes)
-        if compact and self.compacts_views and view.needs_compaction():
+        if compact:
+            self._compact_if_due(ref, view)
+
+    def _compact_if_due(self, ref: GraphRef, view: GraphView) -> None:
+        """Load `ref`'s view again, compact, once dead slots or stale due
+        times outnumber live ones (after a tick; not in a re-fold's scratch state)."""
+        if self.compacts_views and view.needs_compaction():
             self.views[ref] = load_view(self.repo, ref, self.params.decay)
 
     # -- forgetting ------------------------------------------------------------

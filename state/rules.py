@@ -138,9 +138,14 @@ class UnregisteredEvent(TypeError):
 _MODEL_OF_ROW: Mapping[type, type] = {DecayRow: Decay, TurnRow: TurnIngested, ConsolidateRow: Consolidate}
 
 
+def _rule_of(event: object) -> Rule | None:
+    """The rule of `event`'s type (of a row: its model's), None if there is none."""
+    return RULES.get(_MODEL_OF_ROW.get(type(event), type(event)))
+
+
 def rule_for(event: object) -> Rule:
     """The rule of `event`'s type (of a row: its model's); UnregisteredEvent if there is none."""
-    rule = RULES.get(_MODEL_OF_ROW.get(type(event), type(event)))
+    rule = _rule_of(event)
     if rule is None:
         raise UnregisteredEvent(event)
     return rule
@@ -156,7 +161,7 @@ def version_named(event: object) -> int | None:
     """The graph version `event` applies to (None: the graph's active one):
     its rule's `version_of`; a record of the log's own that names a graph
     (a snapshot's), its `graph_version`."""
-    rule = RULES.get(_MODEL_OF_ROW.get(type(event), type(event)))
+    rule = _rule_of(event)
     return getattr(event, "graph_version", None) if rule is None else rule.version_of(event)
 
 

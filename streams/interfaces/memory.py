@@ -287,12 +287,12 @@ class Memory:
     """
 
     def __init__(self, graph: str | None = None, settings: Settings | None = None, wait_s: float = 30.0) -> None:
-        self._loop = LoopThread("emgas-memory")
+        self._background = LoopThread("emgas-memory")
         self._memory = AsyncMemory(graph, settings, wait_s)
         try:
             self._call(self._memory.__aenter__())
         except BaseException:
-            self._loop.stop()
+            self._background.stop()
             raise
 
     @property
@@ -300,7 +300,7 @@ class Memory:
         return self._memory.graph
 
     def _call(self, coroutine: Awaitable[T]) -> T:
-        return self._loop.run(coroutine)
+        return self._background.run(coroutine)
 
     def add(self, messages: str | Iterable[Any], **options: Any) -> list[str]:
         return self._call(self._memory.add(messages, **options))
@@ -327,11 +327,11 @@ class Memory:
         return self._call(self._memory.stats(**options))
 
     def close(self) -> None:
-        if self._loop.loop.is_running():
+        if self._background.loop.is_running():
             try:
                 self._call(self._memory.__aexit__(None, None, None))
             finally:
-                self._loop.stop()
+                self._background.stop()
 
     def __enter__(self) -> "Memory":
         return self
