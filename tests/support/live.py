@@ -139,5 +139,25 @@ def digests_by_graph(replies: list[DigestReply]) -> dict[str, str]:
     return {d.graph_id: d.digest for r in replies for d in r.graphs if d.active}
 
 
+def mismatch_report(live: Live, turns_of: dict[str, list[Turn]]) -> str:
+    """Why live digests that should be equal are not, for an assertion's
+    message: each graph's live digest and size beside the digest of its
+    turns folded offline (which side left the truth), and the workers' logs."""
+    replies = run(live_digests(live.settings))
+    live_now = digests_by_graph(replies)
+    lines = []
+    for graph_id, turns in turns_of.items():
+        offline = offline_digests([t.model_copy(update={"graph_id": graph_id}) for t in turns], live.settings)
+        stats = run(_stats(live.settings, graph_id))
+        lines.append(f"{graph_id}: live {live_now.get(graph_id)} offline {offline.get(graph_id)} {stats}")
+    offsets = [(r.partition, r.applied_offset) for r in replies]
+    return "\n".join([*lines, f"applied offsets {offsets}", live.logs()])
+
+
+async def _stats(settings: Settings, graph_id: str) -> object:
+    async with MemoryClient(settings) as client:
+        return await client.stats(graph_id, top=3)
+
+
 def run(coro):  # noqa: ANN001, ANN201 - a test helper
     return asyncio.run(coro)
