@@ -62,7 +62,7 @@ from emgas.state.ledger import Completed, Ledger, LogIdentity
 from emgas.state.snapshots import SnapshotMismatch, assemble, replace_content
 from emgas.state.repository import Entry, GraphRepository, offset_batch
 from emgas.state.store import PartitionStore
-from emgas.state.transaction import StagedCommit, Transaction
+from emgas.state.transaction import StagedCommit, Transaction, overlaps
 from emgas.state.view import GraphView, load_view
 from emgas.state.view_cache import Views
 
@@ -725,6 +725,12 @@ class _ViewRows:
     def settle(self) -> None:
         for ref, view in self._views.loaded().items():
             self._store.stage_view(ref, view)
+
+    def settle_under(self, prefix: bytes) -> None:
+        """`settle` of the views whose records (concepts, pair rows) a read of `prefix` can meet."""
+        for ref, view in self._views.loaded().items():
+            if overlaps(prefix, keys.section(ref, b"c")) or overlaps(prefix, keys.section(ref, b"r")):
+                self._store.stage_view(ref, view)
 
     def take(self) -> dict[bytes, bytes | None]:
         """What `settle` would stage, as records for a commit to write."""

@@ -56,12 +56,21 @@ def _raw(value: Pending) -> bytes | None:
 DEFERRED_PREFIX = b"g\x00"
 
 
+def overlaps(prefix: bytes, other: bytes) -> bool:
+    """Whether some key starts with both prefixes."""
+    return prefix.startswith(other) or other.startswith(prefix)
+
+
 class Deferred(Protocol):
     """Writes kept aside until the transaction needs them: records of graph
     versions (keys under DEFERRED_PREFIX) only."""
 
     def settle(self) -> None:
         """Stage every change kept aside as pending writes."""
+
+    def settle_under(self, prefix: bytes) -> None:
+        """Stage the changes kept aside that a read of the keys under `prefix`
+        can meet (those of other graph versions, or of other sections, wait)."""
 
     def take(self) -> Batch:
         """Every change kept aside, as records (no longer kept aside): what a
@@ -173,9 +182,13 @@ class Transaction(PartitionStore):
 
     def _settle_under(self, prefix: bytes) -> None:
         """Settle what is kept aside before a read of the keys under `prefix`
-        that can meet it: it is graph content (`g` keys), so only such a read waits for it."""
-        if prefix.startswith(DEFERRED_PREFIX) or DEFERRED_PREFIX.startswith(prefix):
-            self.settle()
+        that can meet it: it is graph content (`g` keys), so only such a read
+        waits for it, and only for what it can meet (a snapshot marker's read
+        of one graph version staged every graph's changed rows and concepts,
+        rewritten again at the commit when they changed meanwhile)."""
+        if overlaps(prefix, DEFERRED_PREFIX):
+            for deferred in self._deferred:
+                deferred.settle_under(prefix)
 
     def _merged(self, mine: list[bytes], prefix: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The store's items from `start` merged with the pending ones `mine` (keys, in order)."""

@@ -17,6 +17,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.repository import PendingConcept
 from emgas.state.store import PartitionStore
+from emgas.state import keys
 from emgas.state.transaction import Transaction
 from tests.support.factories import T0, ingested
 
@@ -195,6 +196,9 @@ class CountingDeferred:
         self.settled += 1
         self.txn.put(b"g\x00g\x001\x00r\x00a", b"row")
 
+    def settle_under(self, prefix: bytes) -> None:
+        self.settle()
+
     def take(self) -> dict[bytes, bytes | None]:
         self.settled += 1
         return {b"g\x00g\x001\x00r\x00a": b"row"}
@@ -266,3 +270,29 @@ def test_a_commit_writes_what_was_kept_aside_over_a_pending_write_of_the_same_ke
     txn.commit({b"offset": b"7"})
     assert dict(store.scan(b"")) == {b"g\x00g\x001\x00r\x00a": b"row", b"b": b"2", b"offset": b"7"}
     assert store.batches == 1 and deferred.settled == 1 and len(txn) == 0
+
+
+def test_a_read_of_one_graph_version_settles_only_what_it_can_meet():
+    """A scan settles the views whose concepts and rows it can meet, no
+    other: a snapshot marker's read of one graph staged every graph's
+    changed records (written again at the commit when they changed meanwhile)."""
+    state = PartitionState(MemoryStore(), GraphParams())
+    turns = [ingested(f"g{k % 2}", f"t{k}", {"alpha": 0.9, "beta": 0.8, f"c{k % 3}": 0.5}, minute=k) for k in range(6)]
+    state.apply_batch([(turn, k, None) for k, turn in enumerate(turns)])
+    g0, g1 = sorted(state.views.loaded())
+    pending = state.txn._pending
+
+    def staged(ref) -> bool:
+        return any(key.startswith(keys.graph_prefix(ref)) and key[len(keys.graph_prefix(ref)):][:1] in b"cr"
+                   for key in pending)
+
+    list(state.txn.scan(keys.section(g0, b"j")))  # a journal: no view's records
+    assert not staged(g0) and not staged(g1)
+    list(state.txn.scan(keys.graph_prefix(g0)))
+    assert staged(g0) and not staged(g1)
+    list(state.txn.scan(b"g\x00"))  # every graph
+    assert staged(g1)
+    at_once = PartitionState(MemoryStore(), GraphParams())
+    at_once.apply_batch([(turn, k, None) for k, turn in enumerate(turns)])
+    state.commit(), at_once.commit()
+    assert dict(state.txn.store.scan(b"")) == dict(at_once.txn.store.scan(b""))
