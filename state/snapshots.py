@@ -246,21 +246,23 @@ class SnapshotMismatch(Exception):
     """A snapshot's records are not the ones its writer serialised."""
 
 
-def _body(records: Iterable[tuple[bytes, bytes]]) -> bytes:
+def length_prefixed(records: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The records one after another, each after its key's and value's lengths (4 bytes each, big-endian)."""
     return b"".join(_LENGTHS.pack(len(k), len(v)) + k + v for k, v in records)
 
 
 def pack(records: Iterable[tuple[bytes, bytes]], level: int = 6) -> bytes:
     """Length-prefixed records (4-byte big-endian key and value lengths),
     compressed by zlib at `level` (any level unpacks alike)."""
-    return zlib.compress(_body(records), level)
+    return zlib.compress(length_prefixed(records), level)
 
 
 def unpack(blob: bytes) -> Records:
-    return _records(zlib.decompress(blob))
+    return from_length_prefixed(zlib.decompress(blob))
 
 
-def _records(body: bytes) -> Records:
+def from_length_prefixed(body: bytes) -> Records:
+    """The records of `length_prefixed`'s bytes."""
     records, at = [], 0
     while at < len(body):
         klen, vlen = _LENGTHS.unpack_from(body, at)
@@ -283,7 +285,7 @@ def snapshot_parts(
 ) -> list[Snapshot]:
     """The `Snapshot` events of `records` (in `layout`) as of offset `as_of`;
     the digests and the records' SHA-256 ride on the last."""
-    body = _body(records)
+    body = length_prefixed(records)
     blob = zlib.compress(body, SNAPSHOT_ZLIB_LEVEL)
     chunks = [blob[i : i + part_bytes] for i in range(0, len(blob), part_bytes)] or [b""]
     last = len(chunks) - 1
@@ -310,7 +312,7 @@ def assemble(parts: Iterable[Snapshot]) -> Records:
     if expected and hashlib.sha256(body).hexdigest() != expected:
         raise SnapshotMismatch(f"its records hash to {hashlib.sha256(body).hexdigest()[:12]}, "
                                f"its writer's to {expected[:12]}")
-    records = _records(body)
+    records = from_length_prefixed(body)
     return in_store_layout(records) if ordered and ordered[-1].layout == "pairs" else records
 
 

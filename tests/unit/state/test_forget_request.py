@@ -1,5 +1,7 @@
 """Forgetting on request: the graph equals one whose log never held the turn."""
 
+import json
+import struct
 from datetime import timedelta
 
 import pytest
@@ -20,7 +22,7 @@ from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
 from emgas.state.repository import GraphRepository
 from emgas.state.rocks import RocksStore
-from emgas.state.snapshots import stored_content
+from emgas.state.snapshots import pack, stored_content
 from emgas.state.view import load_view
 from emgas.tools.simulation import GRAPH, ONCE, Stream, turns
 from tests.support.factories import FAST, T0, VOCAB, ingested
@@ -370,6 +372,30 @@ def test_a_point_kept_by_an_earlier_version_of_emgas_is_read_and_thinned_away():
     assert [(p.as_of, p.key) for p in fold_points.points(log.state.txn, G)] == [(point.as_of, fold_points.version_key(G))]
     log.append(forget("g", "t2", request="old-format"))  # re-folded from the old point (it lacks t2)
     assert digests(log.state) == digests(folded(never_saw(log.log, {"t2"}), FAST))
+
+
+def test_a_point_packed_by_zlib_before_is_read_and_re_folded_from(monkeypatch):
+    """Points were packed by zlib until 29 November, by zstd since: a state
+    keeps those it holds, and a forget starts from them as from the new ones."""
+    events = [ingested("g", f"t{i}", {"kafka": 0.5, f"w{i % 3}": 0.5}, minute=10 * i) for i in range(8)]
+    log = LocalLog(FAST)
+    log.extend(events[:4])
+    log.append(snapshot_started("g"))
+    log.extend(events[4:])
+    (point,) = fold_points.points(log.state.txn, G)
+    assert point.blob.startswith(b"\x28\xb5\x2f\xfd")  # a zstd frame
+    ids = json.dumps(sorted(point.turn_ids), ensure_ascii=False).encode()
+    zlib_packed = struct.pack(">qI", point.as_of, len(ids)) + ids + pack(point.records(), 1)
+    log.state.txn.put(point.key, zlib_packed)
+    (old,) = fold_points.points(log.state.txn, G)
+    assert old.records() == point.records() and old.turn_ids == point.turn_ids
+    starts = []
+    real = PartitionState._scratch_from
+    monkeypatch.setattr(PartitionState, "_scratch_from", lambda self, ref, p: starts.append(p.as_of) or
+                        real(self, ref, p))
+    log.append(forget("g", "t6", request="zlib"))
+    assert starts == [point.as_of]
+    assert digests(log.state) == digests(folded(never_saw(log.log, {"t6"}), FAST))
 
 
 def test_a_point_left_holding_a_turn_forgotten_before_is_not_re_folded_from(monkeypatch):
