@@ -44,7 +44,7 @@ from emgas.processors.events import (
 )
 
 
-class ConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A concept of a turn: `processors.events.Concept`'s fields, checked
     as they are decoded (a text and an id not empty, an importance in
     (0, 1]: a value out of them fails the decoding, which leaves the turn to
@@ -55,7 +55,7 @@ class ConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     importance: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 
 
-class _Wire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _Wire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A turn_ingested event as workers write it (every field present)."""
 
     type: Literal["turn_ingested"]
@@ -109,7 +109,7 @@ class TurnRow(msgspec.Struct, frozen=True, gc=False):
         })
 
 
-class TopicRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class TopicRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A topic of a consolidation: `processors.events.TopicNode`'s fields."""
 
     id: str
@@ -117,7 +117,7 @@ class TopicRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     members: tuple[str, ...]
 
 
-class _ConsolidateWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _ConsolidateWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A consolidate event as workers write it (every field present)."""
 
     type: Literal["consolidate"]
@@ -151,7 +151,7 @@ class ConsolidateRow(msgspec.Struct, frozen=True, gc=False):
         })
 
 
-class PrunedConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class PrunedConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A concept a tick lists: `processors.events.PrunedConcept`'s fields."""
 
     id: str
@@ -159,7 +159,7 @@ class PrunedConceptRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     value: float
 
 
-class PrunedEdgeRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class PrunedEdgeRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """An edge a tick lists: `processors.events.PrunedEdge`'s fields."""
 
     a: str
@@ -167,7 +167,7 @@ class PrunedEdgeRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     value: float
 
 
-class _ParamsWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _ParamsWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A tick's `DecayParams` as workers write them (every field present)."""
 
     model: Literal["exponential", "power", "hybrid"]
@@ -180,7 +180,7 @@ class _ParamsWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     edge_threshold: float
 
 
-class _DecayWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _DecayWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A decay event as workers write it (every field present)."""
 
     type: Literal["decay"]

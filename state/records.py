@@ -60,7 +60,7 @@ def dumps_flat(records: list[dict[str, Any]], first: str) -> list[bytes | None]:
     return [head + piece + b"}" for piece in pieces]
 
 
-class _ConceptOut(msgspec.Struct):
+class _ConceptOut(msgspec.Struct, gc=False):
     """A concept record's fields in `ConceptState`'s order, to be written."""
 
     id: str
@@ -95,7 +95,7 @@ def dumps_concepts(values: Iterable[tuple]) -> list[bytes] | None:
         return None
 
 
-class _ConceptWire(msgspec.Struct):
+class _ConceptWire(msgspec.Struct, gc=False):
     """A concept record's fields (`ConceptState`), its times as written."""
 
     id: str
@@ -110,7 +110,7 @@ class _ConceptWire(msgspec.Struct):
     last_retrieved: str | None = None
 
 
-class PassagePlace(msgspec.Struct):
+class PassagePlace(msgspec.Struct, gc=False):
     """What a view reads of a passage record (`Passage`): its place in the
     conversation and the concepts it names."""
 
@@ -121,7 +121,7 @@ class PassagePlace(msgspec.Struct):
     seq: int = 0
 
 
-class _PassageConcepts(msgspec.Struct):
+class _PassageConcepts(msgspec.Struct, gc=False):
     """What a tick reads of a passage record: the concepts it names (the
     other fields skipped, not made into objects)."""
 

@@ -314,6 +314,9 @@ def test_rows_are_not_tracked_by_the_cyclic_collector():
     rows = [decode_for_fold(encode(event)) for event in (TURN, CONSOLIDATION, TICK)]
     assert [type(row) for row in rows] == [TurnRow, ConsolidateRow, DecayRow]
     assert not any(gc.is_tracked(row) for row in rows)
+    turn, consolidation, tick = rows
+    parts = [*turn.concepts, *consolidation.topics, *tick.concepts, *tick.edges]  # nor their parts (a topic,
+    assert parts and not any(gc.is_tracked(part) for part in parts)  # holding a tuple, was)
 
 
 def test_a_ticks_parameters_keep_the_sign_of_a_zero():
