@@ -234,8 +234,9 @@ def weights(text: str) -> dict[str, float]:
     tf: dict[str, float] = dict(Counter(cut))
     nearby = set(cut)
     table = lexicon()
-    for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks of that
-        fragment = _no_word(pair, nearby, table.two_char_words)
+    dictionary = table.two_char_words
+    for pair in bigrams(text):  # each two CJK characters: `is_fragment` without its checks of that (`_no_word`, inlined)
+        fragment = pair not in nearby and pair not in dictionary
         tf[pair] = tf.get(pair, 0) + (FRAGMENT_WEIGHT if fragment else BIGRAM_WEIGHT)
     idf, median = table.idf.get, table.median_idf
     return {term: count * idf(term, median) for term, count in tf.items()}

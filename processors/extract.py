@@ -188,8 +188,8 @@ def _chosen(text: str, params: ExtractionParams, language: str | None) -> list[t
     """`extract`'s concepts as (id, text, importance), before they are models."""
     language = language or detect_language(text, params)
     if language == "zh":
-        candidates = _chinese_candidates(text)
-    elif params.method == "words":
+        return _chinese_chosen(text, params.max_concepts)
+    if params.method == "words":
         return _content_words(text, language, params)
     else:
         candidates = _yake_candidates(text, language, params)
@@ -311,19 +311,29 @@ def _yake_candidates(text: str, language: str, params: ExtractionParams) -> list
     return out
 
 
-def _chinese_candidates(text: str) -> list[Candidate]:
-    """Chinese terms (`processors.chinese.terms`), importance = tf·idf / the
-    text's highest tf·idf; ASCII words inside (Kafka, OPPOReno7) as lemmas."""
+def _chinese_chosen(text: str, most: int) -> list[tuple[str, str, float]]:
+    """The `most` concepts of a Chinese text: its terms (`processors.chinese.terms`),
+    importance = tf·idf / the text's highest tf·idf; ASCII words inside
+    (Kafka, OPPOReno7) as lemmas. `_minimal_cover` of them, without a
+    `Candidate` per term where no id holds a space (nearly every text: a
+    turn has ~20 terms): equal ids merged keeping the first of the highest
+    importance, most important first, ties by id."""
     weights = chinese.weights(text)
     if not weights:
         return []
     top = max(weights.values())
-    out = []
+    best: dict[str, tuple[float, str]] = {}
     for term, weight in weights.items():
-        cid = term if not term.isascii() else normalise(term, "zh")  # `_chinese_id`, inlined: a turn has ~20 terms
+        cid = term if not term.isascii() else normalise(term, "zh")  # `_chinese_id`, inlined
         if cid and not cid.isdigit():
-            out.append(Candidate(cid, term, min(1.0, max(1e-6, weight / top))))  # `_clamp`
-    return out
+            importance = min(1.0, max(1e-6, weight / top))  # `_clamp`, inlined
+            held = best.get(cid)
+            if held is None or importance > held[0]:
+                best[cid] = (importance, term)
+    if " " in "".join(best):  # a phrase may contain another id: the cover decides
+        return list(_minimal_cover([Candidate(cid, term, imp) for cid, (imp, term) in best.items()])[:most])
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:most]
+    return [(cid, term, importance) for cid, (importance, term) in ranked]
 
 
 def _chinese_id(term: str) -> str:

@@ -1,7 +1,7 @@
 """Concept extraction: lemmatisation, n-gram dedup, Chinese, determinism."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from emgas.processors.extract import ExtractionParams, detect_language, extract, normalise, query_seeds
 
@@ -119,3 +119,32 @@ def test_the_minimal_cover_compares_only_phrases_with_shorter_ids_and_gives_what
 
     candidates = [Candidate(" ".join(words), " ".join(words), w) for words, w in raw]
     assert _minimal_cover(candidates) == _cover_by_every_pair(candidates)
+
+
+def _chinese_by_candidates(text, most):
+    """The Chinese concepts as first written: a `Candidate` per term, then `_minimal_cover`."""
+    from emgas.processors import chinese
+    from emgas.processors.extract import Candidate, _minimal_cover
+
+    weights = chinese.weights(text)
+    if not weights:
+        return []
+    top = max(weights.values())
+    candidates = []
+    for term, weight in weights.items():
+        cid = term if not term.isascii() else normalise(term, "zh")
+        if cid and not cid.isdigit():
+            candidates.append(Candidate(cid, term, min(1.0, max(1e-6, weight / top))))
+    return [tuple(c) for c in _minimal_cover(candidates)[:most]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["咖啡", "猫", "我", "的", "喜欢", "运动鞋", "茉莉花", "Kafka", "cats", "cat", "running", "run", "OPPO",
+                                 "Reno7", "new york", "12", " ", "，", "。", "好的", "的了"]), max_size=14),
+       st.integers(1, 12))
+@example(["猫", " ", "cats", " ", "cat", "咖啡"], 5)  # two terms, one id, the same weight: the first stays
+def test_chinese_concepts_are_the_minimal_cover_of_a_candidate_per_term(parts, most):
+    from emgas.processors.extract import _chinese_chosen
+
+    text = "".join(parts)
+    assert _chinese_chosen(text, most) == _chinese_by_candidates(text, most)
