@@ -191,9 +191,7 @@ def _chosen(text: str, params: ExtractionParams, language: str | None) -> list[t
         return _chinese_chosen(text, params.max_concepts)
     if params.method == "words":
         return _content_words(text, language, params)
-    else:
-        candidates = _yake_candidates(text, language, params)
-    return list(_minimal_cover(candidates)[: params.max_concepts])
+    return list(_minimal_cover(_yake_candidates(text, language, params))[: params.max_concepts])
 
 
 _SENTENCE_END = ".!?:;\n"
