@@ -67,6 +67,12 @@ def _pair_layout(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "layout": "pairs"}
 
 
+def _zlib_compressed(obj: dict[str, Any]) -> dict[str, Any]:
+    """snapshot v2 -> v3: the compression of the records became a field;
+    every v1 and v2 snapshot is compressed by zlib."""
+    return {**obj, "compression": "zlib"}
+
+
 # (type, version) -> function turning that version's dict into version + 1.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("turn_ingested", 1): _unversioned_graph,
@@ -74,6 +80,7 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("activation_query", 2): _reinforcing,
     ("activation_reply", 1): _no_reason_given,
     ("snapshot", 1): _pair_layout,
+    ("snapshot", 2): _zlib_compressed,
 }
 
 _GRAPH_EVENT = TypeAdapter(GraphEvent)

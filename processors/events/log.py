@@ -31,6 +31,7 @@ class LogStarted(Event):
 # Why a snapshot round started: the size policy, `emgas snapshot`, a forget, a re-base.
 SnapshotReason = Literal["policy", "request", "forget", "rebase"]
 SnapshotLayout = Literal["rows", "pairs"]
+SnapshotCompression = Literal["zstd", "zlib"]
 
 
 class SnapshotStarted(Event):
@@ -55,11 +56,13 @@ class SnapshotStarted(Event):
 class Snapshot(Event):
     """Log event: part `part` of `parts` of the snapshot started at offset `as_of`.
 
-    `data`: base64 of this part's slice of the zlib-compressed records of
-    the graph (see `state.snapshots`), in the record layout `layout` names:
-    `rows`, the store's own (pair counts in one row per concept, links
-    inside their passages; since schema version 2), or `pairs` (one record
-    per pair and per link: every version 1 snapshot). The last part carries
+    `data`: base64 of this part's slice of the graph's records (see
+    `state.snapshots`), compressed as `compression` says (`zstd`, one frame,
+    since schema version 3; `zlib`: every earlier snapshot), in the record
+    layout `layout` names: `rows`, the store's own (pair counts in one row
+    per concept, links inside their passages; since schema version 2), or
+    `pairs` (one record per pair and per link: every version 1 snapshot).
+    The parts of one snapshot are compressed alike. The last part carries
     the SHA-256 of the records, which a restore checks, and, when the
     snapshot was asked for (not a round's), the digests of the graph's
     versions as of `as_of`. A snapshot whose parts are not all in the log
@@ -67,7 +70,7 @@ class Snapshot(Event):
     """
 
     type: Literal["snapshot"] = "snapshot"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     graph_id: Identifier
     as_of: int = Field(ge=0)
     part: int = Field(ge=0)
@@ -75,6 +78,8 @@ class Snapshot(Event):
     data: str
     # Added in schema version 2; version 1 snapshots are upcast with "pairs".
     layout: SnapshotLayout = "rows"
+    # Added in schema version 3; versions 1 and 2 are upcast with "zlib".
+    compression: SnapshotCompression = "zstd"
     digests: tuple[GraphDigest, ...] = ()
     content_sha256: str = ""  # on the last part: SHA-256 of the records before compression
     timestamp: EventTime

@@ -13,6 +13,7 @@ import zlib
 from datetime import timedelta
 
 import pytest
+import zstandard
 from aiokafka.admin import AIOKafkaAdminClient
 
 from emgas.processors.codec import decode_graph_event
@@ -85,11 +86,11 @@ def what_a_key_holder_reads(settings: Settings, records: dict) -> list[str]:
             except DecodeError:
                 continue
             if isinstance(event, Snapshot):
-                parts.setdefault((event.graph_id, event.as_of, event.parts), {})[event.part] = event.data
-    for (_, _, count), held in parts.items():
-        packed = b"".join(base64.b64decode(held[k]) for k in sorted(held))
-        inflate = zlib.decompressobj()  # a snapshot with parts missing: what its first parts hold
-        texts.append((inflate.decompress(packed) if len(held) == count else _prefix(inflate, held)).decode(errors="replace"))
+                parts.setdefault((event.graph_id, event.as_of, event.parts, event.compression), {})[event.part] = event.data
+    for (_, _, count, compression), held in parts.items():
+        # A snapshot with parts missing: what its first parts hold, decompressed as a stream.
+        inflate = zlib.decompressobj() if compression == "zlib" else zstandard.ZstdDecompressor().decompressobj()
+        texts.append(_prefix(inflate, held, count).decode(errors="replace"))
     return texts
 
 
@@ -174,14 +175,15 @@ async def _publish(settings: Settings, turn: Turn) -> None:
 
 
 
-def _prefix(inflate, held: dict[int, str]) -> bytes:  # noqa: ANN001
-    """What the parts from the first on, up to the first one missing, inflate to."""
+def _prefix(inflate, held: dict[int, str], count: int) -> bytes:  # noqa: ANN001
+    """What the parts from the first on, up to the first one missing (all
+    `count` of them when none is), decompress to."""
     packed = b""
-    for k in range(len(held) + 1):
+    for k in range(count):
         if k not in held:
             break
         packed += base64.b64decode(held[k])
     try:
         return inflate.decompress(packed)
-    except zlib.error:
+    except (zlib.error, zstandard.ZstdError):
         return b""

@@ -1,6 +1,8 @@
 """Snapshots in the log: folding one, starting from one, re-basing onto a new log."""
 
 import base64
+import hashlib
+import zlib
 from datetime import timedelta
 
 import orjson
@@ -21,7 +23,7 @@ from emgas.state.projector import Outcome, PartitionState
 from emgas.service.snapshot_writer import SnapshotPolicy
 from emgas.state.ledger import LogIdentity
 from emgas.state.snapshots import (
-    SnapshotMismatch, assemble, graph_content, pack, snapshot_parts, stored_content, unpack,
+    SnapshotMismatch, assemble, graph_content, length_prefixed, pack, snapshot_parts, stored_content, unpack,
 )
 from emgas.service.steps import PartitionSteps
 from tests.support.factories import T0, ingested
@@ -49,6 +51,29 @@ def parts_of(log: list[GraphEvent], graph: str, as_of: int) -> list[Snapshot]:
     return [e for e in log if isinstance(e, Snapshot) and e.graph_id == graph and e.as_of == as_of]
 
 
+def zlib_parts(graph: str, as_of: int, records, layout: str, part_bytes: int = 200) -> list[Snapshot]:
+    """`records`' parts as `snapshot_parts` wrote them before schema version 3 of
+    `Snapshot`: compressed by zlib (at level 1), no digests."""
+    body = length_prefixed(records)
+    blob = zlib.compress(body, 1)
+    chunks = [blob[i : i + part_bytes] for i in range(0, len(blob), part_bytes)]
+    return [
+        Snapshot(graph_id=graph, as_of=as_of, part=i, parts=len(chunks), data=base64.b64encode(chunk).decode(),
+                 layout=layout, compression="zlib", timestamp=AT,
+                 content_sha256=hashlib.sha256(body).hexdigest() if i == len(chunks) - 1 else "")
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+def as_version(part: Snapshot, version: int) -> Snapshot:
+    """`part` as a writer of schema `version` (1 or 2) wrote it, decoded (upcast) again."""
+    raw = part.model_dump(mode="json")
+    del raw["compression"]
+    if version == 1:
+        del raw["layout"]
+    return decode_graph_event(orjson.dumps({**raw, "schema_version": version}))
+
+
 def lived(specs, asks, forgets, graphs=("g", "h")) -> LocalLog:
     """A log of turns over two graphs, with retrievals, forgets, ticks and consolidations."""
     log = LocalLog(FAST)
@@ -68,7 +93,20 @@ def test_records_pack_and_unpack_unchanged():
     assert unpack(pack(records)) == records
     parts = snapshot_parts("g", 4, records, [], AT, part_bytes=100)
     assert len(parts) > 1 and {p.parts for p in parts} == {len(parts)}
+    assert {p.compression for p in parts} == {"zstd"}
+    assert base64.b64decode(parts[0].data).startswith(b"\x28\xb5\x2f\xfd")  # a zstd frame
     assert assemble(reversed(parts)) == records
+
+
+def test_a_snapshot_whose_parts_are_compressed_in_different_ways_is_refused():
+    records = [(b"g\x00g\x001\x00c\x00%d" % i, b"x" * 40) for i in range(200)]
+    parts = snapshot_parts("g", 4, records, [], AT, part_bytes=100)
+    older = zlib_parts("g", 4, records, "rows", part_bytes=100)
+    assert assemble(older) == records
+    with pytest.raises(SnapshotMismatch, match="compressed in different ways"):
+        assemble([older[0], *parts[1:]])
+    with pytest.raises(SnapshotMismatch, match="do not decompress"):
+        assemble([p.model_copy(update={"compression": "zlib"}) for p in parts])
 
 
 def test_folding_a_snapshot_gives_the_digests_it_carries():
@@ -87,12 +125,20 @@ def test_a_version_1_snapshot_in_the_pairs_layout_restores_the_same_graph():
     """Snapshots written before the `rows` layout (schema version 1: a record
     per pair and per link, no layout field) are upcast and converted."""
     log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"kafka": 0.5, "rust": 0.9}, 60), ({"lag": 0.7}, 90)], {1}, set())
-    old = []
-    for part in snapshot_parts("g", 7, graph_content(log.state.txn, "g"), [], AT, part_bytes=200, layout="pairs"):
-        raw = part.model_dump(mode="json")
-        del raw["layout"]
-        old.append(decode_graph_event(orjson.dumps({**raw, "schema_version": 1})))
-    assert len(old) > 1 and {p.layout for p in old} == {"pairs"}
+    old = [as_version(part, 1) for part in zlib_parts("g", 7, graph_content(log.state.txn, "g"), "pairs")]
+    assert len(old) > 1 and {p.layout for p in old} == {"pairs"} and {p.compression for p in old} == {"zlib"}
+    fresh = PartitionState(MemoryStore(), FAST)
+    fresh.restore("g", assemble(old))
+    assert digests(fresh) == {k: v for k, v in digests(log.state).items() if k[0] == "g"}
+    assert stored_content(fresh.txn, "g") == stored_content(log.state.txn, "g")
+
+
+def test_a_version_2_snapshot_compressed_by_zlib_restores_the_same_graph():
+    """Snapshots written before schema version 3 (no compression field) are
+    compressed by zlib: upcast so, and restored from."""
+    log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"kafka": 0.5, "rust": 0.9}, 60), ({"lag": 0.7}, 90)], {1}, set())
+    old = [as_version(part, 2) for part in zlib_parts("g", 7, stored_content(log.state.txn, "g"), "rows")]
+    assert len(old) > 1 and {(p.layout, p.compression) for p in old} == {("rows", "zlib")}
     fresh = PartitionState(MemoryStore(), FAST)
     fresh.restore("g", assemble(old))
     assert digests(fresh) == {k: v for k, v in digests(log.state).items() if k[0] == "g"}
@@ -266,11 +312,11 @@ def test_a_base_snapshots_parts_kept_by_an_earlier_version_complete_through_the_
     log = lived([({"kafka": 0.8, "lag": 0.4}, 0), ({"rust": 0.9, "lag": 0.2}, 30)], set(), set(), graphs=("g",))
     state = folded(log.log)
     before = digests(state)
-    parts = snapshot_parts("g", 10, graph_content(state.txn, "g"), [], AT, part_bytes=200, layout="pairs")
+    parts = zlib_parts("g", 10, graph_content(state.txn, "g"), "pairs")
     assert len(parts) > 1 and state.apply(marker("g", base=True), 10) == Outcome.SNAPSHOT_STARTED
     assert state.apply(parts[0], 11) == Outcome.SNAPSHOT_PART
     kept = parts[0].model_dump(mode="json")
-    del kept["layout"]  # as version 1 wrote it into the state
+    del kept["layout"], kept["compression"]  # as version 1 wrote it into the state
     state.txn.put(keys.offset_key(keys.graph_keyed(keys.PART, "g"), 0), orjson.dumps({**kept, "schema_version": 1}))
     outcomes = [state.apply(part, 12 + i) for i, part in enumerate(parts[1:])]
     assert outcomes[-1] == Outcome.SNAPSHOT_COMPLETED and digests(state) == before
