@@ -89,7 +89,8 @@ retrievals and ticks.
   serving a snapshot request of that graph on a RocksDB state
   (`SnapshotWriter.serve`: content read, digests, packed, cut into parts).
 - takeover_s_history_1x / _10x (and _no_snapshots): live, on a fresh
-  broker per history (1 partition) whose log holds the
+  broker per history (1 partition) whose log, named by a first worker
+  (its `log_started` at offset 0, as every log's), holds the
   takeover_turns-turn graph's history: from just before a worker with no
   state (new name, new data directory, automatic snapshot rounds off)
   is started until an activation query for the graph (asked as it starts,

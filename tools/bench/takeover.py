@@ -165,16 +165,42 @@ TAKEOVER_ENV = {"EMGAS_SNAPSHOT_MIN_BYTES": "0"}
 TAKEOVER_DEADLINE_S = 180.0  # a takeover not answered by then fails the bench
 
 
+NAMING_DEADLINE_S = 60.0
+
+
+def _named_log(live: Settings, procs: list[subprocess.Popen[bytes]]) -> None:
+    """The empty log named as every log is: by the first worker that serves
+    it, which appends its `log_started` at offset 0 (started here, and
+    stopped once it has). A takeover then finds the log's identity at its
+    start, not by a scan of the whole log for a checkpoint."""
+    worker = start_worker(live, live.home / "namer.log", name="namer", env=TAKEOVER_ENV)
+    procs.append(worker)
+    try:
+        asyncio.run(_until_named(live, worker))
+    finally:
+        stop_worker(worker)
+
+
+async def _until_named(live: Settings, worker: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + NAMING_DEADLINE_S
+    async with log_reader(live) as reader:
+        while (await reader.bounds(live.graph_events_topic, [0]))[0][1] < 1:
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the first worker did not name the log (exit status {worker.poll()})")
+            await asyncio.sleep(0.05)
+
+
 async def _emit_history(live: Settings, events: list[GraphEvent]) -> None:
-    """Append `events` to the graph-events log; an error if the embedded
-    broker's retention dropped any of them (the log must hold them all)."""
+    """Append `events` to the graph-events log after its `log_started`; an
+    error if the embedded broker's retention dropped any record (the log
+    must hold them all)."""
     async with MemoryClient(live) as client:
         await client.emit(events)
     topic = live.graph_events_topic
     async with log_reader(live) as reader:
         start, end = (await reader.bounds(topic, [0]))[0]
-    if start > 0 or end < len(events):
-        raise RuntimeError(f"{topic}[0] holds offsets {start}..{end} of {len(events)} events appended: "
+    if start > 0 or end < len(events) + 1:
+        raise RuntimeError(f"{topic}[0] holds offsets {start}..{end} of {len(events) + 1} records appended: "
                            "the embedded broker dropped some (5 MiB per partition); use fewer turns")
 
 
@@ -235,8 +261,8 @@ def _takeovers(live: Settings, tag: str, graph: str, text: str, repeats: int, pr
 def _history_takeovers(
     settings: Settings, events: list[GraphEvent], graph: str, text: str, tag: str, repeats: int, progress: Progress
 ) -> tuple[list[dict], list[dict], float]:
-    """On a fresh broker (1 partition) whose log holds `events`:
-    takeovers with no checkpoint in the log; the last of those workers
+    """On a fresh broker (1 partition) whose log, named by a first worker,
+    holds `events`: takeovers with no checkpoint in the log; the last of those workers
     then writes a snapshot on request (timed until its checkpoint is in the
     log) and stops; then takeovers that start from that checkpoint."""
     home = Path(tempfile.mkdtemp(prefix="emgas-bench-takeover-"))
@@ -245,6 +271,7 @@ def _history_takeovers(
     live = bench.model_copy(update={"broker": cluster.bootstrap_servers})
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        _named_log(live, procs)
         asyncio.run(_emit_history(live, events))
         plain = _takeovers(live, f"{tag}-no-snapshots", graph, text, repeats, procs, progress)
         progress(f"snapshot {tag}")
