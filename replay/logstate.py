@@ -52,12 +52,18 @@ class LogCheck:
 
 
 def _decoded(record: LogRecord, prefix: bytes) -> object | None:
-    if not record.value or not record.value.startswith(prefix):
-        return None  # a record without a value (garbage, a tombstone) names nothing
     try:
-        return decode_graph_event(record.value)
+        return _decoded_or_refused(record, prefix)
     except DecodeError:
         return None
+
+
+def _decoded_or_refused(record: LogRecord, prefix: bytes) -> object | None:
+    """The event in `record` if its value starts with `prefix` (None if not);
+    DecodeError if it does but is no event this code reads."""
+    if not record.value or not record.value.startswith(prefix):
+        return None  # a record without a value (garbage, a tombstone) names nothing
+    return decode_graph_event(record.value)
 
 
 async def latest_checkpoint(
@@ -168,10 +174,15 @@ async def restore_checkpoint(
     parts: dict[str, list[Snapshot]] = {loc.graph_id: [] for loc in locations}
     wanted = {loc.graph_id: loc.as_of for loc in locations}
     erased = set()
+    unreadable: list[str] = []  # snapshot-like records that do not decode (a newer schema version, say)
     for lo, hi in _ranges([(loc.first, loc.last + 1) for loc in locations]):
         async for batch in reader.read(topic, partition, lo, hi):
             for record in batch:
-                event = _decoded(record, b'{"type":"s')
+                try:
+                    event = _decoded_or_refused(record, b'{"type":"s')
+                except DecodeError as err:
+                    unreadable.append(f"offset {record.offset}: {err}")
+                    continue
                 if isinstance(event, Snapshot) and wanted.get(event.graph_id) == event.as_of:
                     parts[event.graph_id].append(event)
                 elif isinstance(event, Sealed) and snapshot_of_key_id(event.key_id) == wanted.get(event.graph_id):
@@ -180,6 +191,10 @@ async def restore_checkpoint(
     if erased & set(incomplete):
         raise SnapshotErased(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
                              f"{sorted(erased & set(incomplete))} written before a forget, whose key is erased")
+    if incomplete and unreadable:
+        # In the log, but not readable here: not a gap to serve around, a checkpoint to do without.
+        raise SnapshotCorrupt(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
+                              f"{incomplete} whose parts this worker cannot read ({unreadable[0]})")
     if incomplete:
         raise LogTruncated(f"{topic}[{partition}]: the checkpoint at offset {offset} lists snapshots of "
                            f"{incomplete} whose parts are not all in the log")
