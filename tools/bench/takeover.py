@@ -165,7 +165,7 @@ TAKEOVER_ENV = {"EMGAS_SNAPSHOT_MIN_BYTES": "0"}
 TAKEOVER_DEADLINE_S = 180.0  # a takeover not answered by then fails the bench
 
 
-NAMING_DEADLINE_S = 60.0
+NAMING_DEADLINE_S = 60.0  # a first worker that has not named the log by then fails the bench
 
 
 def _named_log(live: Settings, procs: list[subprocess.Popen[bytes]]) -> None:
@@ -185,8 +185,10 @@ async def _until_named(live: Settings, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + NAMING_DEADLINE_S
     async with log_reader(live) as reader:
         while (await reader.bounds(live.graph_events_topic, [0]))[0][1] < 1:
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the first worker did not name the log (exit status {worker.poll()})")
+            if worker.poll() is not None:
+                raise RuntimeError(f"the first worker exited with {worker.returncode} before naming the log")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the first worker did not name the log within {NAMING_DEADLINE_S:g} s")
             await asyncio.sleep(0.05)
 
 
