@@ -25,9 +25,9 @@ from typing import AbstractSet, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from emgas.processors.dynamics import DecayParams, microseconds
+from emgas.processors.dynamics import DecayParams, microseconds, seconds
 from emgas.processors.graph import ConceptState, activation_at
-from emgas.processors.pruning import edge_end_at_us, expired_at, isolated_ids, outlived
+from emgas.processors.pruning import edge_end_at_us, expired_at, last_mentioned, outlived
 
 Link = tuple[str, str]  # (concept id, turn id)
 _NO_INTS = np.zeros(0, dtype=np.int64)
@@ -212,38 +212,66 @@ def decide_tick(
     listed as isolated that those removals leave without an edge (unless
     they outlived their edges), the edges and links of the removed
     concepts, and the passages none of the remaining concepts links to."""
-    at, decay, slots, size = tick.timestamp, tick.params, reads.slots, reads.size
-    held = {c.id: reads.concepts[c.id] for c in tick.concepts if c.id in reads.concepts and c.id not in removed.concepts}
-    activation = dict.fromkeys(c.id for c in tick.concepts if c.reason == "activation")  # each once, as the rule
-    listed = sorted((held[cid] for cid in activation if cid in held), key=_id)
-    threshold = decay.concept_threshold
-    concepts = [c.id for c in listed if activation_at(c, at, decay) < threshold]
+    decay, slots, held_records, gone_concepts = tick.params, reads.slots, reads.concepts, removed.concepts
+    held = {}
+    activation: dict[str, None] = {}  # each once, as the rule
+    isolated_listed: dict[str, None] = {}
+    for c in tick.concepts:
+        cid = c.id
+        if cid in held_records and cid not in gone_concepts:
+            held[cid] = held_records[cid]
+        (activation if c.reason == "activation" else isolated_listed)[cid] = None
+    concepts: list[str] = []
+    if activation:
+        at, threshold = tick.timestamp, decay.concept_threshold
+        listed = sorted(cid for cid in activation if cid in held)
+        concepts = [cid for cid in listed if activation_at(held[cid], at, decay) < threshold]
     gone = removed.edges
     expired: list[int] = []
     kept: list[int] = []
     for j, key, due in listed_edges:
         if key not in gone:
             (expired if due else kept).append(j)
-    neighbours = {slots[cid]: _neighbours(slots[cid], reads, removed) for cid in {c.id for c in tick.concepts} if cid in slots}
+    neighbours = {slots[cid]: _neighbours(slots[cid], reads, removed) for cid in {**activation, **isolated_listed}
+                  if cid in slots}
     pruned = {slots[cid]: held[cid] for cid in concepts}
+    edges, ids = reads.edges, reads.ids
     isolated = {
-        slots[c.id] for c in tick.concepts
-        if c.reason == "isolated" and c.id in slots and not _outlived(c.id, held, neighbours, reads, pruned, decay)
+        slots[cid] for cid in isolated_listed if cid in slots and not _outlived(cid, held, neighbours, reads, pruned, decay)
     }
-    edges = reads.edges
-    lost = isolated_ids([slots[cid] for cid in concepts], [(edges.a[j], edges.b[j]) for j in expired],
-                        lambda slot: neighbours.get(slot, ()), isolated.__contains__)
-    ids = reads.ids
-    concepts += sorted(ids[slot] for slot in lost)  # in id order, as the rule's
+    if isolated:
+        lost = _isolated_slots(pruned, [(edges.a[j], edges.b[j]) for j in expired], neighbours, isolated)
+        concepts += sorted(ids[slot] for slot in lost)  # in id order, as the rule's
     all_edges = {edges.keys[j] for j in expired}
     links: list[Link] = []
+    size, sources = reads.size, reads.sources
     for cid in concepts:
         slot = slots[cid]
         all_edges.update(slot_key(slot, other, size) for other in neighbours.get(slot, ()))
-        if cid not in removed.concepts:
-            links += [(cid, turn_id) for turn_id in reads.sources.get(cid, ())]
-    return TickDecision(tuple(concepts), frozenset(all_edges), tuple(links), _orphaned(links, concepts, reads, removed),
-                        tuple(kept))
+        if cid not in gone_concepts:
+            links += [(cid, turn_id) for turn_id in sources.get(cid, ())]
+    orphaned = _orphaned(links, concepts, reads, removed) if links else ()
+    return TickDecision(tuple(concepts), frozenset(all_edges), tuple(links), orphaned, tuple(kept))
+
+
+def _isolated_slots(
+    pruned: Mapping[int, ConceptState], expired: list[tuple[int, int]], neighbours: Mapping[int, tuple[int, ...]],
+    isolated: AbstractSet[int],
+) -> list[int]:
+    """`isolated_ids` of slots: the slots of `isolated` that the pruned
+    concepts and the expired edges leave without an edge (each listed
+    concept's neighbours in `neighbours`)."""
+    lost: dict[int, set[int]] = {}
+    for a, b in expired:
+        if a in isolated:
+            lost.setdefault(a, set()).add(b)
+        if b in isolated:
+            lost.setdefault(b, set()).add(a)
+    for slot in pruned:
+        for other in neighbours.get(slot, ()):
+            if other in isolated:
+                lost.setdefault(other, set()).add(slot)
+    return [slot for slot, away in lost.items() if slot not in pruned and away.union(pruned).issuperset(neighbours.get(slot, ()))]
 
 
 def _neighbours(slot: int, reads: GroupReads, removed: Removed) -> tuple[int, ...]:
@@ -263,14 +291,30 @@ def _outlived(
 ) -> bool:
     """`outlived_its_edges` of a listed concept's live edges (its neighbours
     less what the group removed), each with its partner where this tick
-    prunes it for its activation."""
+    prunes it for its activation. Where the tick prunes none, no end can
+    raise or be NaN (`edge_end_at_us` without a partner: a finite time plus
+    a lifetime, finite or inf), so the first end not before the newest
+    mention decides (`outlived` takes their latest); with a partner pruned,
+    every end is computed, in order, as the rule computes them (one may
+    raise: a power law's time to θ past a float's range)."""
     concept = held.get(cid)
-    if concept is None:
-        return False
     slot = reads.slots[cid]
     pairs = reads.isolated_edges.get(slot, {})
-    lost = (pairs[other] + (other,) for other in neighbours.get(slot, ()) if other in pairs)
-    return outlived(concept, (edge_end_at_us(count, last, pruned.get(other), decay) for count, last, other in lost))
+    if pruned or concept is None:
+        lost = (pairs[other] + (other,) for other in neighbours.get(slot, ()) if other in pairs)
+        return outlived(concept, (edge_end_at_us(count, last, pruned.get(other), decay) for count, last, other in lost))
+    mentioned = last_mentioned(concept)
+    if mentioned is None:
+        return False
+    before = seconds(mentioned)
+    some = False
+    for other in neighbours.get(slot, ()):
+        pair = pairs.get(other)
+        if pair is not None:
+            if not edge_end_at_us(pair[0], pair[1], None, decay) < before:
+                return False
+            some = True
+    return some
 
 
 def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed: Removed) -> tuple[str, ...]:

@@ -95,6 +95,12 @@ class Entry(NamedTuple):
     event: bytes
 
 
+# A pruning tick decided in a group, as `stage_prunings` stages it: its
+# journal entry, the concepts it removes, the (concept, turn) links it
+# unlinks, the passages it orphans (turn id -> the concepts each names).
+PrunedByTick = tuple[Entry, Iterable[str], Iterable[tuple[str, str]], Mapping[str, tuple[str, ...]]]
+
+
 # Times seen lately, in µs, by identity: a fold converts the same datetime
 # objects over and over (a turn's time, held concepts' times), and both
 # subtracting an aware datetime and comparing two of them (a lookup by
@@ -352,19 +358,20 @@ class GraphRepository:
     def _drop_passage(self, ref: GraphRef, turn_id: str, named: Iterable[str]) -> None:
         self.store.write(_passage_dropped(ref, turn_id, named))
 
-    def stage_pruning(
-        self, ref: GraphRef, entry: Entry, concepts: Iterable[str], links: Iterable[tuple[str, str]],
-        orphaned: Mapping[str, tuple[str, ...]],
-    ) -> None:
-        """Stage a pruning tick decided in a group (`state.tick_group`) as its
-        writes but its meta's would stage it: its journal entry, the records of
-        the `concepts` it removes, the (concept, turn) `links` unlinked, the
-        `orphaned` passages (turn id -> the concepts it names) gone."""
-        batch: dict[bytes, bytes | None] = {keys.journal_entry(ref, entry.offset): entry.event}
-        batch.update(dict.fromkeys(keys.concepts(ref, concepts)))
-        batch.update(dict.fromkeys(keys.unlinks(ref, links), b""))
-        for turn_id, named in orphaned.items():  # after the links: a dropped passage's go
-            batch.update(_passage_dropped(ref, turn_id, named))
+    def stage_prunings(self, ref: GraphRef, ticks: Iterable[PrunedByTick]) -> None:
+        """Stage the pruning ticks a group decided (`state.tick_group`), in
+        log order, each as its writes but its meta's would stage it: its
+        journal entry, the records of the concepts it removes, the (concept,
+        turn) links unlinked, the orphaned passages (turn id -> the concepts
+        it names) gone. One batch for the group: a later tick's record of a
+        key replaces an earlier one's, as staging them one after another would."""
+        batch: dict[bytes, bytes | None] = {}
+        for entry, concepts, links, orphaned in ticks:
+            batch[keys.journal_entry(ref, entry.offset)] = entry.event
+            batch.update(dict.fromkeys(keys.concepts(ref, concepts)))
+            batch.update(dict.fromkeys(keys.unlinks(ref, links), b""))
+            for turn_id, named in orphaned.items():  # after the links: a dropped passage's go
+                batch.update(_passage_dropped(ref, turn_id, named))
         self.store.write(batch)  # a transaction stages it: one call, not one a record
 
     def _keep_edges(self, ref: GraphRef, write: KeepEdges) -> None:

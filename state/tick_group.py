@@ -58,7 +58,7 @@ def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, 
     """Per passage of `passages` (turn id -> the concepts it names), the
     concepts that link to it: the turn is among the concept's sources."""
     index, sources = view.index, view.passage_ids
-    turns_of: dict[str, set[str]] = {}
+    turns_of: dict[str, Sequence[str] | set[str]] = {}
     linked = {}
     for turn_id, named in passages.items():
         found = []
@@ -66,11 +66,17 @@ def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, 
             turns = turns_of.get(cid)
             if turns is None:
                 i = index.get(cid)
-                turns = turns_of[cid] = set() if i is None else set(sources[i])
+                turns = turns_of[cid] = () if i is None else _members(sources[i])
             if turn_id in turns:
                 found.append(cid)
         linked[turn_id] = frozenset(found)
     return linked
+
+
+def _members(turns: Sequence[str]) -> Sequence[str] | set[str]:
+    """`turns` to look turn ids up in: as it is when short (most concepts
+    have a few passages: a scan of them beats making a set), else a set."""
+    return turns if len(turns) <= 8 else set(turns)
 
 
 def apply_group(
@@ -83,9 +89,11 @@ def apply_group(
     concepts each removed that the view held."""
     index = view.index
     gone = [frozenset(cid for cid in decision.concepts if cid in index) for _, _, decision in decided]
-    for offset, raw, decision in decided:
-        repo.stage_pruning(ref, Entry(offset, raw), decision.concepts, decision.links,
-                           {turn_id: reads.passages[turn_id] for turn_id in decision.orphaned})
+    passages = reads.passages
+    repo.stage_prunings(ref, [
+        (Entry(offset, raw), decision.concepts, decision.links, {turn_id: passages[turn_id] for turn_id in decision.orphaned})
+        for offset, raw, decision in decided
+    ])
     edges = reads.edges
     for _, _, decision in decided:
         if decision.kept:
