@@ -21,7 +21,7 @@ tick.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import AbstractSet, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import AbstractSet, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class GroupReads:
     neighbours: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     passages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    linked: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    linked: Mapping[str, Collection[str]] = field(default_factory=dict)
     isolated_edges: Mapping[int, Mapping[int, tuple[int, int]]] = field(default_factory=dict)
 
 
@@ -141,7 +141,7 @@ class Removed:
         self._read_linked = reads.linked
         self._linked: dict[str, set[str]] = {}  # the passages links were removed from: who still links
 
-    def still_linked(self, turn_id: str) -> AbstractSet[str]:
+    def still_linked(self, turn_id: str) -> Collection[str]:
         """The concepts that link to the held passage `turn_id`, less the links removed."""
         linked = self._linked.get(turn_id)
         return self._read_linked[turn_id] if linked is None else linked
@@ -324,7 +324,7 @@ def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed
     held = reads.passages
     return tuple(
         turn_id for turn_id in sorted({turn_id for _, turn_id in links})
-        if turn_id in held and removed.still_linked(turn_id) <= gone
+        if turn_id in held and gone.issuperset(removed.still_linked(turn_id))
     )
 
 

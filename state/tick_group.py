@@ -54,7 +54,7 @@ def read_group(repo: GraphRepository, view: GraphView, ref: GraphRef, ticks: Seq
     )
 
 
-def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, frozenset[str]]:
+def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
     """Per passage of `passages` (turn id -> the concepts it names), the
     concepts that link to it: the turn is among the concept's sources."""
     index, sources = view.index, view.passage_ids
@@ -69,7 +69,7 @@ def _linked(view: GraphView, passages: dict[str, tuple[str, ...]]) -> dict[str, 
                 turns = turns_of[cid] = () if i is None else _members(sources[i])
             if turn_id in turns:
                 found.append(cid)
-        linked[turn_id] = frozenset(found)
+        linked[turn_id] = found
     return linked
 
 

@@ -308,18 +308,14 @@ class GraphView:
         each tick's once as listed, in (a, b) id order (`_rank`), with their
         counts, last co-occurrences and keys (`slot_key`), the rows touched
         searched at once (`Adjacency.find`)."""
-        index = self.index
-        tick_of, ends_a, ends_b = [], [], []
-        for k, edges in enumerate(per_tick):
-            for edge in edges:
-                x, y = index.get(edge.a), index.get(edge.b)
-                if x is not None and y is not None:
-                    tick_of.append(k)
-                    ends_a.append(x)
-                    ends_b.append(y)
-        if not tick_of:
+        get = self.index.get
+        ticks = np.repeat(np.arange(len(per_tick), dtype=np.int64), [len(edges) for edges in per_tick])
+        a = np.array([get(edge.a, -1) for edges in per_tick for edge in edges], dtype=np.int64)
+        b = np.array([get(edge.b, -1) for edges in per_tick for edge in edges], dtype=np.int64)
+        held = np.flatnonzero((a >= 0) & (b >= 0))  # both ends are concepts of the graph
+        if not len(held):
             return ListedEdges(starts=[0] * (len(per_tick) + 1))
-        ticks, a, b = (np.array(x, dtype=np.int64) for x in (tick_of, ends_a, ends_b))
+        ticks, a, b = ticks[held], a[held], b[held]
         found, counts, lasts = self._adjacency.find(a, b)
         rank = self._rank()
         hit = np.flatnonzero(found)
