@@ -21,6 +21,7 @@ tick.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import AbstractSet, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -47,7 +48,7 @@ class PruningTick(Protocol):
     """What a decision reads of a tick: a `Decay`, or the fold's row of one."""
 
     @property
-    def timestamp(self): ...  # noqa: ANN201 - a datetime
+    def timestamp(self) -> datetime: ...
 
     @property
     def params(self) -> DecayParams: ...
