@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import AbstractSet, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Collection, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from emgas.processors.dynamics import DecayParams, microseconds, seconds
 from emgas.processors.graph import ConceptState, activation_at
-from emgas.processors.pruning import edge_end_at_us, expired_at, last_mentioned, outlived
+from emgas.processors.pruning import edge_end_at_us, expired_at, isolated_ids, last_mentioned, outlived
 
 Link = tuple[str, str]  # (concept id, turn id)
 _NO_INTS = np.zeros(0, dtype=np.int64)
@@ -241,7 +241,8 @@ def decide_tick(
         slots[cid] for cid in isolated_listed if cid in slots and not _outlived(cid, held, neighbours, reads, pruned, decay)
     }
     if isolated:
-        lost = _isolated_slots(pruned, [(edges.a[j], edges.b[j]) for j in expired], neighbours, isolated)
+        lost = isolated_ids(pruned, [(edges.a[j], edges.b[j]) for j in expired],
+                            lambda slot: neighbours.get(slot, ()), isolated.__contains__)
         concepts += sorted(ids[slot] for slot in lost)  # in id order, as the rule's
     all_edges = {edges.keys[j] for j in expired}
     links: list[Link] = []
@@ -253,26 +254,6 @@ def decide_tick(
             links += [(cid, turn_id) for turn_id in sources.get(cid, ())]
     orphaned = _orphaned(links, concepts, reads, removed) if links else ()
     return TickDecision(tuple(concepts), frozenset(all_edges), tuple(links), orphaned, tuple(kept))
-
-
-def _isolated_slots(
-    pruned: Mapping[int, ConceptState], expired: list[tuple[int, int]], neighbours: Mapping[int, tuple[int, ...]],
-    isolated: AbstractSet[int],
-) -> list[int]:
-    """`isolated_ids` of slots: the slots of `isolated` that the pruned
-    concepts and the expired edges leave without an edge (each listed
-    concept's neighbours in `neighbours`)."""
-    lost: dict[int, set[int]] = {}
-    for a, b in expired:
-        if a in isolated:
-            lost.setdefault(a, set()).add(b)
-        if b in isolated:
-            lost.setdefault(b, set()).add(a)
-    for slot in pruned:
-        for other in neighbours.get(slot, ()):
-            if other in isolated:
-                lost.setdefault(other, set()).add(slot)
-    return [slot for slot, away in lost.items() if slot not in pruned and away.union(pruned).issuperset(neighbours.get(slot, ()))]
 
 
 def _neighbours(slot: int, reads: GroupReads, removed: Removed) -> tuple[int, ...]:
@@ -327,7 +308,3 @@ def _orphaned(links: list[Link], concepts: list[str], reads: GroupReads, removed
         turn_id for turn_id in sorted({turn_id for _, turn_id in links})
         if turn_id in held and gone.issuperset(removed.still_linked(turn_id))
     )
-
-
-def _id(concept: ConceptState) -> str:
-    return concept.id
