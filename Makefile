@@ -12,7 +12,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
+# Then a few of the fold's modules compiled by mypyc into build/compiled/ (where a C
+# compiler is; else the pure modules run, as they do whenever a source changed since).
 install: $(VENV)/.installed
+	@$(VENV)/bin/python -m emgas.tools.compiled
 
 # Apache Kafka's jars from Maven Central (streams/kafka/broker/pom.xml), once, into
 # ~/.cache/emgas: `emgas broker` and the tests then run a real Kafka (Java 17+).

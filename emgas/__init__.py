@@ -15,3 +15,7 @@ and, in a checkout of the repository only (not in the wheel or the image):
 
     emgas.tools        the demo, benchmarks, evaluation, load test and the test harness
 """
+
+from emgas import _compiled
+
+_compiled.install()  # the compiled modules a checkout built, while current (emgas/_compiled.py)

@@ -11,8 +11,7 @@ import pytest
 from emgas.processors.dynamics import DAY_S, DecayParams
 from emgas.processors.events import Consolidate, Decay, GraphEvent, PrunedConcept, PrunedEdge, TopicNode
 from emgas.processors.graph import GraphParams, GraphRef
-from emgas.processors import pruning_group
-from emgas.state import rules, tick_group, turn_run
+from emgas.state import projector, rules, tick_group, turn_run
 from emgas.state.digest import partition_digests
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import Outcome, PartitionState
@@ -280,6 +279,23 @@ def _failing_on(hours: float, decide):
     return failing
 
 
+def _deciding_with(check):
+    """The fold's `decide_ticks` with `check(tick)` first for each tick a
+    decision is asked for (`check` may raise: the decision fails), patched
+    where the fold calls it: a compiled `pruning_group` calls its own
+    `decide_tick` directly (emgas/_compiled.py), so patching that would
+    test nothing there."""
+    decide = projector.decide_ticks
+
+    def decide_ticks(ticks, reads):
+        ticks = list(ticks)
+        decisions = decide(ticks, reads)
+        for tick in ticks:
+            check(tick)
+            yield next(decisions)
+    return decide_ticks
+
+
 @pytest.mark.parametrize("poison", [92, 94])
 def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_time(monkeypatch, poison):
     events = [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",), (("kafka", "lag"),)),
@@ -287,7 +303,7 @@ def test_a_pruning_tick_rejected_ahead_leaves_the_ticks_after_it_as_one_at_a_tim
               pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
     rule = rules.RULES[Decay]
     monkeypatch.setitem(rules.RULES, Decay, dataclasses.replace(rule, evolve=_failing_on(poison, rule.evolve)))
-    monkeypatch.setattr(pruning_group, "decide_tick", _failing_on(poison, pruning_group.decide_tick))
+    monkeypatch.setattr(projector, "decide_ticks", _deciding_with(_failing_on(poison, lambda tick: None)))
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED in one_by_one
@@ -300,15 +316,14 @@ def test_a_tick_the_group_cannot_decide_is_applied_alone_and_the_group_goes_on(m
     it is applied alone, from the state, and the ticks after it together again."""
     events = [*HISTORY, turn("g", "t3", 91, {"broker": 0.7}), pruning("g", 92, ("kafka",), (("kafka", "lag"),)),
               pruning("g", 94, ("cat",)), pruning("g", 95, ("dog",)), turn("g", "t5", 96, {"broker": 0.5})]
-    decide, groups = pruning_group.decide_tick, []
+    groups = []
 
-    def failing(tick, *rest):
+    def failing(tick):
         groups.append(tick.timestamp)
         if tick.timestamp == T0 + timedelta(hours=94):
             raise ValueError("not decidable in the group")
-        return decide(tick, *rest)
 
-    monkeypatch.setattr(pruning_group, "decide_tick", failing)
+    monkeypatch.setattr(projector, "decide_ticks", _deciding_with(failing))
     one_by_one, expected = fold(events, batched=False)
     batched, state = fold(events, batched=True, cuts=(2,))
     assert Outcome.REJECTED not in batched and batched == one_by_one

@@ -1,0 +1,110 @@
+"""`python -m emgas.tools.compiled`: the modules a forget's re-fold spends
+most of its Python in, compiled by mypyc into `build/compiled/` (`make install`).
+
+A forget re-folds its graph from a fold point, and most of that re-fold's
+time in Python is its groups of pruning ticks (`processors.pruning_group`,
+`state.tick_group`) and its runs of turns (`state.turn_run`): loops over
+ints, strings and small tuples, which mypyc compiles from the typed source
+as it is (docs/performance.md: a forget about a tenth faster). The build
+writes the extension modules and a manifest of the sources' digests into
+`build/compiled/`, never beside the sources; `emgas._compiled` loads them
+only while every source is unchanged, so an edited module runs as written
+(all pure) until the next `make install`. Where there is no C compiler or
+mypyc, the build says so in one line and the pure modules run: they are
+the same code, and what the tests hold both to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from emgas._compiled import FOLDER, MANIFEST, ROOT, build_tag, current_files, source_digest
+
+# Module -> its source, relative to the checkout. Only modules known to
+# compile as they are and to behave the same compiled (tests/unit/project/test_compiled.py).
+MODULES = {
+    "emgas.processors.pruning_group": "emgas/processors/pruning_group.py",
+    "emgas.state.tick_group": "emgas/state/tick_group.py",
+    "emgas.state.turn_run": "emgas/state/turn_run.py",
+    "emgas.state.keys": "emgas/state/keys.py",
+    "emgas.processors.pruning": "emgas/processors/pruning.py",
+    "emgas.state.mention_columns": "emgas/state/mention_columns.py",
+    "emgas.state.adjacency": "emgas/state/adjacency.py",
+}
+GROUP = "emgas_compiled"  # the build's shared library: GROUP__mypyc
+BUILD_TIMEOUT_S = 600
+
+_SETUP = """\
+from setuptools import setup
+from mypyc.build import mypycify
+setup(name="emgas-compiled", version="0", packages=[], py_modules=[],
+      ext_modules=mypycify({args!r}, opt_level="3", group_name={group!r}, target_dir={target!r}))
+"""
+
+
+def up_to_date(folder: Path = FOLDER) -> bool:
+    """Whether `folder` holds a current build of exactly `MODULES`."""
+    return set(current_files(folder)) == set(MODULES) | {f"{GROUP}__mypyc"}
+
+
+def build(folder: Path = FOLDER) -> None:
+    """Compile `MODULES` into `folder` with their manifest (the folder
+    replaced whole, so a reader sees the old build or the new one).
+    Raises `subprocess.CalledProcessError` or `OSError` where it cannot."""
+    with tempfile.TemporaryDirectory(prefix="emgas-mypyc-") as tmp:
+        work = Path(tmp)
+        args = ["--config-file", str(ROOT / "pyproject.toml"), *(str(ROOT / source) for source in MODULES.values())]
+        (work / "setup.py").write_text(_SETUP.format(args=args, group=GROUP, target=str(work / "c")))
+        lib = work / "lib"
+        subprocess.run(
+            [sys.executable, "setup.py", "build_ext", "--build-lib", str(lib), "--build-temp", str(work / "temp")],
+            cwd=work, check=True, capture_output=True, timeout=BUILD_TIMEOUT_S,
+        )
+        (lib / MANIFEST).write_text(json.dumps(_manifest(lib), indent=1, sort_keys=True))
+        staged = folder.with_name(folder.name + ".new")
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(lib, staged)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staged, folder)
+
+
+def _manifest(lib: Path) -> dict[str, object]:
+    """What `emgas._compiled` checks: the build's tag, and per module its
+    file (relative to the folder) and its source's path and digest."""
+    suffix = build_tag()
+    modules: dict[str, dict[str, str]] = {
+        name: {"file": name.replace(".", "/") + suffix, "source": source, "sha256": source_digest(ROOT / source)}
+        for name, source in MODULES.items()
+    }
+    modules[f"{GROUP}__mypyc"] = {"file": f"{GROUP}__mypyc{suffix}"}
+    missing = [entry["file"] for entry in modules.values() if not (lib / entry["file"]).is_file()]
+    if missing:
+        raise OSError(f"the build made no {', '.join(missing)}")
+    return {"tag": suffix, "modules": modules}
+
+
+def main() -> int:
+    if up_to_date():
+        print(f"compiled modules: up to date in {FOLDER.relative_to(ROOT)}")
+        return 0
+    print(f"compiling {len(MODULES)} modules with mypyc into {FOLDER.relative_to(ROOT)} (about a minute) ...", flush=True)
+    try:
+        build()
+    except subprocess.CalledProcessError as error:
+        last = (error.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        print(f"compiled modules: not built ({last[0][:200]}); the pure modules run")
+    except (OSError, subprocess.TimeoutExpired) as error:
+        print(f"compiled modules: not built ({error}); the pure modules run")
+    else:
+        print(f"compiled modules: built in {FOLDER.relative_to(ROOT)}")
+    return 0  # never fails an install: the pure modules are the fallback
+
+
+if __name__ == "__main__":
+    sys.exit(main())
