@@ -2,9 +2,11 @@
 
 `make install` compiles a few of the fold's modules with mypyc
 (`emgas.tools.compiled`) into `build/compiled/` of the checkout, with a
-manifest of the sources they were built from. Importing `emgas` puts a
+manifest of the sources they were built from: every source of the layers
+they are in, as what compiled code knows of the modules it imports (their
+types, which it checks) was read from those. Importing `emgas` puts a
 finder first on `sys.meta_path` that loads those modules from there, but
-only while every one of their sources is as it was built and the build is
+only while every one of those sources is as it was built and the build is
 this interpreter's: compiled modules call one another directly, so one
 stale module among fresh ones would run old code, and a stale build is
 left whole for the pure modules. `EMGAS_PURE=1` turns it off. Installed
@@ -40,19 +42,17 @@ def build_tag() -> str:
 def current_files(folder: Path = FOLDER, root: Path = ROOT) -> dict[str, Path]:
     """Module name -> its compiled file in `folder`, for every module the
     manifest lists, when all of them are there, built for this interpreter,
-    from sources unchanged since; else none (an empty dict)."""
+    and every source it lists (path under `root` -> SHA-256) is unchanged
+    since; else none (an empty dict)."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         if manifest.get("tag") != build_tag():
             return {}
-        files = {name: folder / entry["file"] for name, entry in manifest["modules"].items()}
-        fresh = all(
-            source_digest(root / entry["source"]) == entry["sha256"]
-            for entry in manifest["modules"].values() if "source" in entry
-        )
-    except (OSError, ValueError, KeyError, TypeError):  # no build, or one this code cannot read: the pure modules
+        files = {name: folder / file for name, file in manifest["modules"].items()}
+        fresh = all(source_digest(root / path) == digest for path, digest in manifest["sources"].items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # no build, or one this code cannot read: pure
         return {}
-    return files if fresh and all(path.is_file() for path in files.values()) else {}
+    return files if fresh and files and all(path.is_file() for path in files.values()) else {}
 
 
 class CompiledFinder:

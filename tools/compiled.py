@@ -1,11 +1,12 @@
 """`python -m emgas.tools.compiled`: the modules a forget's re-fold spends
 most of its Python in, compiled by mypyc into `build/compiled/` (`make install`).
 
-A forget re-folds its graph from a fold point, and most of that re-fold's
+A forget re-folds its graph from a fold point, and much of that re-fold's
 time in Python is its groups of pruning ticks (`processors.pruning_group`,
-`state.tick_group`) and its runs of turns (`state.turn_run`): loops over
+`processors.pruning`, `state.tick_group`) and its runs of turns
+(`state.turn_run`, `state.mention_columns`, `state.adjacency`): loops over
 ints, strings and small tuples, which mypyc compiles from the typed source
-as it is (docs/performance.md: a forget about a tenth faster). The build
+as it is (docs/performance.md: a forget about an eighth faster). The build
 writes the extension modules and a manifest of the sources' digests into
 `build/compiled/`, never beside the sources; `emgas._compiled` loads them
 only while every source is unchanged, so an edited module runs as written
@@ -37,6 +38,8 @@ MODULES = {
     "emgas.state.mention_columns": "emgas/state/mention_columns.py",
     "emgas.state.adjacency": "emgas/state/adjacency.py",
 }
+# The layers those are in: a build is current while every source in them is.
+LAYERS = ("emgas/processors", "emgas/state")
 GROUP = "emgas_compiled"  # the build's shared library: GROUP__mypyc
 BUILD_TIMEOUT_S = 600
 
@@ -75,18 +78,21 @@ def build(folder: Path = FOLDER) -> None:
 
 
 def _manifest(lib: Path) -> dict[str, object]:
-    """What `emgas._compiled` checks: the build's tag, and per module its
-    file (relative to the folder) and its source's path and digest."""
+    """What `emgas._compiled` checks: the build's tag, each module's file
+    (relative to the folder), and the digest of every source of the
+    layers the modules are in (`LAYERS`): compiled code was built against
+    what those said (the types it checks of what it imports from them)."""
     suffix = build_tag()
-    modules: dict[str, dict[str, str]] = {
-        name: {"file": name.replace(".", "/") + suffix, "source": source, "sha256": source_digest(ROOT / source)}
-        for name, source in MODULES.items()
-    }
-    modules[f"{GROUP}__mypyc"] = {"file": f"{GROUP}__mypyc{suffix}"}
-    missing = [entry["file"] for entry in modules.values() if not (lib / entry["file"]).is_file()]
+    modules = {name: name.replace(".", "/") + suffix for name in MODULES}
+    modules[f"{GROUP}__mypyc"] = f"{GROUP}__mypyc{suffix}"
+    missing = [file for file in modules.values() if not (lib / file).is_file()]
     if missing:
         raise OSError(f"the build made no {', '.join(missing)}")
-    return {"tag": suffix, "modules": modules}
+    sources = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
+    return {
+        "tag": suffix, "modules": modules,
+        "sources": {str(path.relative_to(ROOT)): source_digest(path) for path in sources},
+    }
 
 
 def main() -> int:

@@ -17,19 +17,21 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _build(folder: Path, root: Path, sources: dict[str, str], **changes) -> None:
     """A fake build in `folder` of modules whose sources are `sources` (name
-    -> text, written under `root`): an empty file per module, and its manifest."""
-    modules = {}
-    for name, text in sources.items():
+    -> text, written under `root`), with a source of their layer not
+    compiled (`pkg/c.py`): an empty file per module, and its manifest."""
+    modules, digests = {}, {}
+    for name, text in {**sources, "pkg.c": "z = 3\n"}.items():
         source = root / (name.replace(".", "/") + ".py")
         source.parent.mkdir(parents=True, exist_ok=True)
         source.write_text(text)
-        file = name.replace(".", "/") + build_tag()
-        (folder / file).parent.mkdir(parents=True, exist_ok=True)
-        (folder / file).write_bytes(b"")
-        modules[name] = {"file": file, "source": str(source.relative_to(root)), "sha256": source_digest(source)}
+        digests[str(source.relative_to(root))] = source_digest(source)
+        if name in sources:
+            modules[name] = name.replace(".", "/") + build_tag()
+            (folder / modules[name]).parent.mkdir(parents=True, exist_ok=True)
+            (folder / modules[name]).write_bytes(b"")
     (folder / ("group__mypyc" + build_tag())).write_bytes(b"")
-    modules["group__mypyc"] = {"file": "group__mypyc" + build_tag()}
-    (folder / MANIFEST).write_text(json.dumps({"tag": build_tag(), "modules": modules, **changes}))
+    modules["group__mypyc"] = "group__mypyc" + build_tag()
+    (folder / MANIFEST).write_text(json.dumps({"tag": build_tag(), "modules": modules, "sources": digests, **changes}))
 
 
 SOURCES = {"pkg.a": "x = 1\n", "pkg.b": "y = 2\n"}
@@ -44,11 +46,13 @@ def test_a_current_build_gives_every_module_and_its_shared_library(tmp_path):
 
 @pytest.mark.parametrize("spoil, why", [
     (lambda root, out: (root / "pkg/b.py").write_text("y = 3\n"), "a source edited since the build"),
+    (lambda root, out: (root / "pkg/c.py").write_text("z = 4\n"), "a source of their layer edited, not compiled"),
     (lambda root, out: (root / "pkg/b.py").unlink(), "a source gone"),
     (lambda root, out: (out / ("pkg/a" + build_tag())).unlink(), "a compiled file gone"),
     (lambda root, out: (out / ("group__mypyc" + build_tag())).unlink(), "the shared library gone"),
     (lambda root, out: (out / MANIFEST).write_text("{not json"), "a manifest this code cannot read"),
     (lambda root, out: (out / MANIFEST).write_text(json.dumps({"tag": build_tag()})), "a manifest without modules"),
+    (lambda root, out: (out / MANIFEST).write_text(json.dumps([])), "a manifest of another shape"),
     (lambda root, out: (out / MANIFEST).unlink(), "no manifest"),
 ])
 def test_a_build_not_current_gives_no_module_at_all(tmp_path, spoil, why):
