@@ -323,7 +323,7 @@ class GraphRepository:
         if entry is not None:
             self.store.put(keys.journal_entry(ref, entry.offset), entry.event)
         for write in writes:
-            stage = self._stages.get(type(write))
+            stage = _STAGES.get(type(write))
             if stage is None:
                 raise UnknownWrite("the store", write)
             stage(self, ref, write)
@@ -423,13 +423,6 @@ class GraphRepository:
         for key in keys.journal_entries(ref, refolded.journal_dropped):
             put(key, None)
 
-    _stages: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
-        Register: _register, PutMeta: _put_meta, PutConcept: _put_concept, AddPassage: _add_passage,
-        CoOccur: _rows_kept_by_the_view, RemovePairs: _rows_kept_by_the_view, RemoveConcept: _remove_concept, RemoveLink: _remove_link,
-        PrunePassage: _prune_passage, KeepEdges: _keep_edges, SetTopics: _set_topics,
-        MarkRetrieval: _mark_retrieval, SwitchVersion: _switch_version, Forgetting: _forgetting,
-    }
-
     def stage_rejection(self, offset: int, event_type: str, reason: str) -> None:
         """Record that the fold rejected the event at `offset` (state otherwise unchanged)."""
         self.store.put(keys.rejected(offset), json.dumps({"type": event_type, "reason": reason}).encode())
@@ -437,6 +430,19 @@ class GraphRepository:
     def rejections(self) -> list[tuple[int, dict[str, str]]]:
         """(offset, {"type", "reason"}) of every event the fold rejected, in log order."""
         return [(keys.offset_after(key, keys.REJECTED), json.loads(raw)) for key, raw in self.store.scan(keys.REJECTED)]
+
+
+# How each write is staged, by its type (after the class: a compiled class
+# has no names of its own methods in its body to build it from).
+_STAGES: dict[type, Callable[[GraphRepository, GraphRef, Any], None]] = {
+    Register: GraphRepository._register, PutMeta: GraphRepository._put_meta, PutConcept: GraphRepository._put_concept,
+    AddPassage: GraphRepository._add_passage, CoOccur: GraphRepository._rows_kept_by_the_view,
+    RemovePairs: GraphRepository._rows_kept_by_the_view, RemoveConcept: GraphRepository._remove_concept,
+    RemoveLink: GraphRepository._remove_link, PrunePassage: GraphRepository._prune_passage,
+    KeepEdges: GraphRepository._keep_edges, SetTopics: GraphRepository._set_topics,
+    MarkRetrieval: GraphRepository._mark_retrieval, SwitchVersion: GraphRepository._switch_version,
+    Forgetting: GraphRepository._forgetting,
+}
 
 
 def _passage_dropped(ref: GraphRef, turn_id: str, named: Iterable[str]) -> dict[bytes, bytes | None]:

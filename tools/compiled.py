@@ -37,6 +37,7 @@ MODULES = {
     "emgas.processors.pruning": "emgas/processors/pruning.py",
     "emgas.state.mention_columns": "emgas/state/mention_columns.py",
     "emgas.state.adjacency": "emgas/state/adjacency.py",
+    "emgas.state.repository": "emgas/state/repository.py",
 }
 # The layers those are in: a build is current while every source in them is.
 LAYERS = ("emgas/processors", "emgas/state")
@@ -67,7 +68,7 @@ def build(folder: Path = FOLDER) -> None:
         lib = work / "lib"
         subprocess.run(
             [sys.executable, "setup.py", "build_ext", "--build-lib", str(lib), "--build-temp", str(work / "temp")],
-            cwd=work, check=True, capture_output=True, timeout=BUILD_TIMEOUT_S,
+            cwd=work, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S,
         )
         (lib / MANIFEST).write_text(json.dumps(_manifest(lib), indent=1, sort_keys=True))
         staged = folder.with_name(folder.name + ".new")
@@ -103,8 +104,9 @@ def main() -> int:
     try:
         build()
     except subprocess.CalledProcessError as error:
-        last = (error.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        print(f"compiled modules: not built ({last[0][:200]}); the pure modules run")
+        said = (error.stdout or b"").decode(errors="replace").strip().splitlines()
+        errors = [line for line in said if ": error:" in line] or said[-1:] or ["no output"]
+        print(f"compiled modules: not built ({errors[0][:300]}); the pure modules run")
     except (OSError, subprocess.TimeoutExpired) as error:
         print(f"compiled modules: not built ({error}); the pure modules run")
     else:
