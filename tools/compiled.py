@@ -61,6 +61,7 @@ def build(folder: Path = FOLDER) -> None:
     """Compile `MODULES` into `folder` with their manifest (the folder
     replaced whole, so a reader sees the old build or the new one).
     Raises `subprocess.CalledProcessError` or `OSError` where it cannot."""
+    sources = _source_digests()  # before: a source edited while it builds must not pass for the one it built from
     with tempfile.TemporaryDirectory(prefix="emgas-mypyc-") as tmp:
         work = Path(tmp)
         args = ["--config-file", str(ROOT / "pyproject.toml"), *(str(ROOT / source) for source in MODULES.values())]
@@ -70,7 +71,9 @@ def build(folder: Path = FOLDER) -> None:
             [sys.executable, "setup.py", "build_ext", "--build-lib", str(lib), "--build-temp", str(work / "temp")],
             cwd=work, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S,
         )
-        (lib / MANIFEST).write_text(json.dumps(_manifest(lib), indent=1, sort_keys=True))
+        if _source_digests() != sources:
+            raise OSError("a source changed while it was compiled; run it again")
+        (lib / MANIFEST).write_text(json.dumps(_manifest(lib, sources), indent=1, sort_keys=True))
         staged = folder.with_name(folder.name + ".new")
         shutil.rmtree(staged, ignore_errors=True)
         shutil.copytree(lib, staged)
@@ -78,22 +81,24 @@ def build(folder: Path = FOLDER) -> None:
         os.replace(staged, folder)
 
 
-def _manifest(lib: Path) -> dict[str, object]:
+def _source_digests() -> dict[str, str]:
+    """Every source of the layers the modules are in (`LAYERS`), by path
+    under the checkout: compiled code was built against what those said
+    (the types it checks of what it imports from them)."""
+    sources = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
+    return {str(path.relative_to(ROOT)): source_digest(path) for path in sources}
+
+
+def _manifest(lib: Path, sources: dict[str, str]) -> dict[str, object]:
     """What `emgas._compiled` checks: the build's tag, each module's file
-    (relative to the folder), and the digest of every source of the
-    layers the modules are in (`LAYERS`): compiled code was built against
-    what those said (the types it checks of what it imports from them)."""
+    (relative to the folder), and the sources' digests (`_source_digests`)."""
     suffix = build_tag()
     modules = {name: name.replace(".", "/") + suffix for name in MODULES}
     modules[f"{GROUP}__mypyc"] = f"{GROUP}__mypyc{suffix}"
     missing = [file for file in modules.values() if not (lib / file).is_file()]
     if missing:
         raise OSError(f"the build made no {', '.join(missing)}")
-    sources = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
-    return {
-        "tag": suffix, "modules": modules,
-        "sources": {str(path.relative_to(ROOT)): source_digest(path) for path in sources},
-    }
+    return {"tag": suffix, "modules": modules, "sources": sources}
 
 
 def main() -> int:
