@@ -27,18 +27,13 @@ from pathlib import Path
 
 from emgas._compiled import FOLDER, MANIFEST, ROOT, build_tag, current_files, source_digest
 
-# Module -> its source, relative to the checkout. Only modules known to
-# compile as they are and to behave the same compiled (tests/unit/project/test_compiled.py).
-MODULES = {
-    "emgas.processors.pruning_group": "emgas/processors/pruning_group.py",
-    "emgas.state.tick_group": "emgas/state/tick_group.py",
-    "emgas.state.turn_run": "emgas/state/turn_run.py",
-    "emgas.state.keys": "emgas/state/keys.py",
-    "emgas.processors.pruning": "emgas/processors/pruning.py",
-    "emgas.state.mention_columns": "emgas/state/mention_columns.py",
-    "emgas.state.adjacency": "emgas/state/adjacency.py",
-    "emgas.state.repository": "emgas/state/repository.py",
-}
+# Only modules known to compile as they are and to behave the same
+# compiled (tests/unit/project/test_compiled.py); each one's source is its
+# path under the checkout (`emgas/state/keys.py`).
+MODULES = (
+    "emgas.processors.pruning_group", "emgas.processors.pruning", "emgas.state.tick_group", "emgas.state.turn_run",
+    "emgas.state.mention_columns", "emgas.state.adjacency", "emgas.state.repository", "emgas.state.keys",
+)
 # The layers those are in: a build is current while every source in them is.
 LAYERS = ("emgas/processors", "emgas/state")
 GROUP = "emgas_compiled"  # the build's shared library: GROUP__mypyc
@@ -64,7 +59,7 @@ def build(folder: Path = FOLDER) -> None:
     sources = _source_digests()  # before: a source edited while it builds must not pass for the one it built from
     with tempfile.TemporaryDirectory(prefix="emgas-mypyc-") as tmp:
         work = Path(tmp)
-        args = ["--config-file", str(ROOT / "pyproject.toml"), *(str(ROOT / source) for source in MODULES.values())]
+        args = ["--config-file", str(ROOT / "pyproject.toml"), *(str(ROOT / (name.replace(".", "/") + ".py")) for name in MODULES)]
         (work / "setup.py").write_text(_SETUP.format(args=args, group=GROUP, target=str(work / "c")))
         lib = work / "lib"
         subprocess.run(
