@@ -166,6 +166,18 @@ class KeyRing:
                 return
             await asyncio.sleep(RETRY_S)
 
+    async def prefetch(self, partition: int) -> None:
+        """`refresh`, ahead of the records that need it: a catch-up's first
+        sealed record then finds its keys read while the log's checks made
+        their round trips. A read that fails is left to the one that needs it
+        (which retries, or says why), so nothing is raised here."""
+        if self.kek is None:
+            return  # nothing could be opened: the first sealed record says so
+        try:
+            await self.refresh(partition)
+        except LogUnavailable as err:
+            log.debug("reading the key sets of partition %s ahead failed: %s", partition, err)
+
     async def refresh(self, partition: int) -> None:
         """Read the key topic's `partition` from where it was left to its end."""
         async with self._reading:

@@ -61,6 +61,15 @@ line naming the patch that would be at risk. The patches, and why each exists:
    agents are declared by `streams.runtime.app`), so once an `App` is
    made `attach` does nothing in this process (for any Faust app in it);
    `Scanner` stays venusian's. Tested by tests/unit/streams/test_patches.py.
+9. `mode.utils.imports.entry_points`: the installed distributions' entry
+   points read once per process. Faust looks up its cache backend, web
+   driver and others by name in plugin tables that each read every
+   distribution's entry points when first used (`FactoryMapping._finalize`,
+   `load_extension_class_names`): three reads of the 140 distributions of
+   a worker's environment, 5-15 ms each, in every start and so in every
+   takeover by a starting worker. The same entry points, read once (an
+   entry point installed while a worker runs is not one it could load
+   anyway). Tested by tests/unit/streams/test_patches.py.
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held
@@ -73,6 +82,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import cache
 from importlib import metadata
 from typing import Any, Awaitable, Callable
 
@@ -86,6 +96,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import ack_lock
 from faust.utils import venusian as faust_venusian
+from mode.utils import imports as mode_imports
 from mode.utils.futures import notify
 
 from emgas.streams.errors import StreamsError
@@ -242,12 +253,14 @@ class TablelessManager(TableManager):
 
 class App(faust.App):
     """A Faust app whose consumer uses `fetch_max_wait_ms`, whose producer is
-    idempotent, whose table manager does not sleep at start and whose
-    declarations skip venusian (8)."""
+    idempotent, whose table manager does not sleep at start, whose
+    declarations skip venusian (8) and whose plugin tables read the entry
+    points once (9)."""
 
     def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
         faust_app_base.venusian = _NoScan  # type: ignore[assignment]  # 8, before anything is declared
+        mode_imports.entry_points = _entry_points  # type: ignore[assignment]  # 9, before a plugin table is read
         super().__init__(*args, TableManager=TablelessManager, **kwargs)
 
     def _new_transport(self) -> Transport:
@@ -273,6 +286,14 @@ class _NoScan:
     @staticmethod
     def attach(*args: Any, **kwargs: Any) -> None:
         return None
+
+
+# 9: the entry points read once.
+
+@cache
+def _entry_points() -> Any:
+    """Every installed distribution's entry points, read at the first call."""
+    return metadata.entry_points()
 
 
 # 3: SyncGroup refused with INVALID_REQUEST.

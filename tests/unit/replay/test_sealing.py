@@ -20,6 +20,7 @@ from emgas.processors.sealing import (
     snapshot_of_key_id, turn_key_id, turn_of_key_id,
 )
 from emgas.replay.fold import FoldCounts, Selection, fold_records
+from emgas.replay.errors import LogUnavailable
 from emgas.replay.keyring import KeyRing, KeysUnavailable
 from emgas.replay.reader import LogRecord
 from emgas.state.digest import partition_digests
@@ -213,6 +214,34 @@ def test_keys_wrapped_by_another_key_encryption_key_are_refused():
     topic = KeyTopic([key_set({turn_key_id("t1", "a1", 0): data_key}, KeyEncryptionKey(bytes(32)))])
     with pytest.raises(KeysUnavailable, match="not this one"):
         opened(KeyRing(KEK, TOPIC, topic), [sealed_turn(ingested("g", "t1", {"k": 0.5}), data_key)])
+
+
+def test_keys_read_ahead_open_the_records_without_another_read():
+    event, data_key = ingested("g", "t1", {"kafka": 0.5}), os.urandom(32)
+    topic = KeyTopic([key_set({envelope(event).key_id: data_key})])
+    ring = KeyRing(KEK, TOPIC, topic)
+    asyncio.run(ring.prefetch(0))
+    assert topic.reads == 1
+    assert opened(ring, [sealed_turn(event, data_key)]) == [encode(event)]
+    assert topic.reads == 1  # the partition's end was read ahead: nothing after it to read
+
+
+class _Unreachable(KeyTopic):
+    async def bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        raise LogUnavailable("the broker is away")
+
+
+def test_a_read_ahead_that_fails_is_left_to_the_read_that_needs_the_keys():
+    ring = KeyRing(KEK, TOPIC, _Unreachable([]))
+    asyncio.run(ring.prefetch(0))  # nothing raised: the first sealed record's own read says why
+    with pytest.raises(LogUnavailable, match="away"):
+        opened(ring, [sealed_turn(ingested("g", "t1", {"k": 0.5}), os.urandom(32))])
+
+
+def test_no_keys_are_read_ahead_without_a_key_encryption_key():
+    topic = KeyTopic([key_set({turn_key_id("t1", "a1", 0): os.urandom(32)})])
+    asyncio.run(KeyRing(None, TOPIC, topic).prefetch(0))
+    assert topic.reads == 0
 
 
 def test_keys_written_here_open_without_reading_the_topic():

@@ -109,3 +109,22 @@ def test_the_worker_logs_at_its_level_without_a_spinner_raising_the_root_to_debu
     finally:
         root.setLevel(level)
         root.handlers[:] = handlers
+
+
+def test_the_plugin_tables_read_the_entry_points_once(monkeypatch):
+    from importlib import metadata
+
+    from emgas.streams.runtime import patches
+
+    reads = []
+    monkeypatch.setattr(metadata, "entry_points", lambda: reads.append(1) or metadata.EntryPoints(()))
+    patches._entry_points.cache_clear()
+    try:
+        app = App("emgas-test", broker="kafka://127.0.0.1:9", fetch_max_wait_ms=100)
+        assert app.cache is not None and app.web is not None  # the cache backend's and web driver's tables
+        import mode.utils.imports as mode_imports
+        for namespace in ("faust.codecs", "faust.web.drivers", "faust.cache"):  # each table's read
+            assert list(mode_imports.load_extension_class_names(namespace)) == []
+        assert reads == [1]
+    finally:
+        patches._entry_points.cache_clear()

@@ -223,3 +223,32 @@ async def test_vectors_prefetched_by_a_try_that_failed_are_counted_with_the_catc
     assert await asyncio.wait_for(recovery.wait(3), 5) is True
     assert steps == ["restored", "prefetched", "failed", "restored", "prefetched", "folded", "prefetched"]
     assert recovery.recoveries[3]["vectors_queued"] == 3
+
+
+class _Keys:
+    """A key ring that records what was read ahead, and when."""
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def prefetch(self, partition: int) -> None:
+        self.order.append(f"keys {partition}")
+
+
+class _CheckingRecovery(Recovery):
+    def __init__(self, order: list[str]) -> None:
+        super().__init__(SETTINGS, STATES, keys=_Keys(order))  # type: ignore[arg-type]
+        self.order = order
+
+    async def _read_to_end(self, partition: int) -> int:
+        await asyncio.sleep(0)  # the log's first round trip: the read ahead runs meanwhile
+        self.order.append(f"log {partition}")
+        return 0
+
+
+async def test_a_catch_up_reads_its_partitions_keys_beside_the_logs_checks():
+    order: list[str] = []
+    recovery = _CheckingRecovery(order)
+    await recovery.on_assigned(None, tps(3))
+    assert await recovery.wait(3) is True
+    assert order == ["keys 3", "log 3"]  # begun before the log's checks, not after their first sealed record
