@@ -75,7 +75,7 @@ async def latest_checkpoint(
         lo = max(start, hi - window)
         window = SCAN_WINDOW
         found = None
-        async for batch in reader.read(topic, partition, lo, hi):
+        async for batch in reader.read(topic, partition, lo, hi, open_sealed=False):  # checkpoints are never sealed
             for record in batch:
                 event = _decoded(record, _CHECKPOINT)
                 if isinstance(event, Checkpoint):
@@ -88,7 +88,8 @@ async def latest_checkpoint(
 
 async def first_log_started(reader: LogReader, topic: str, partition: int, start: int, end: int) -> tuple[int, LogStarted] | None:
     """The log's `log_started` among its first records, and its offset."""
-    async for batch in reader.read(topic, partition, start, min(end, start + GENESIS_WINDOW), FEW_RECORDS_BYTES):
+    genesis = min(end, start + GENESIS_WINDOW)
+    async for batch in reader.read(topic, partition, start, genesis, FEW_RECORDS_BYTES, open_sealed=False):  # never sealed
         for record in batch:
             event = _decoded(record, _LOG_STARTED)
             if isinstance(event, LogStarted):
@@ -107,7 +108,7 @@ async def log_identity(reader: LogReader, topic: str, partition: int, start: int
 
 async def _names(reader: LogReader, topic: str, partition: int, offset: int, log_id: str) -> bool:
     """Whether the record at `offset` is the `log_started` of `log_id`."""
-    async for batch in reader.read(topic, partition, offset, offset + 1, FEW_RECORDS_BYTES):
+    async for batch in reader.read(topic, partition, offset, offset + 1, FEW_RECORDS_BYTES, open_sealed=False):
         for record in batch:
             event = _decoded(record, _LOG_STARTED)
             return isinstance(event, LogStarted) and event.log_id == log_id

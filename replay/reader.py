@@ -130,10 +130,14 @@ class LogReader:
         return {tp.partition: (starts[tp], ends[tp]) for tp in tps}
 
     async def read(
-        self, topic: str, partition: int, start: int, stop: int, fetch_bytes: int = FETCH_BYTES
+        self, topic: str, partition: int, start: int, stop: int, fetch_bytes: int = FETCH_BYTES,
+        open_sealed: bool = True,
     ) -> AsyncIterator[list[LogRecord]]:
         """Batches of the records with start <= offset < stop, in offset order,
         fetched `fetch_bytes` at a time (`FEW_RECORDS_BYTES` for a few records).
+        Sealed records come opened by the reader's keys; with `open_sealed`
+        False, as the log holds them (a scan for records that are never
+        sealed, a log's start or its checkpoints, waits for no key).
 
         LogTruncated if `start` is below the first offset still retained
         (records would be missing from the rebuild).
@@ -163,7 +167,7 @@ class LogReader:
                     raise LogUnavailable(f"{topic}[{partition}]: no records at offset {position} within {self._timeout_s:g} s")
                 records = [r for r in records if r.offset < stop]
                 values = [r.value for r in records]
-                if records and self.keys is not None:  # sealed turns and snapshots: what was sealed
+                if records and self.keys is not None and open_sealed:  # sealed turns and snapshots: what was sealed
                     values = await self.keys.open(partition, values, _times(records))
                 batch = [LogRecord(partition, r.offset, r.timestamp, r.key, v) for r, v in zip(records, values)]
                 position = fetched[-1].offset + 1

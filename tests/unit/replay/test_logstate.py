@@ -3,6 +3,7 @@
 import asyncio
 import inspect
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from aiokafka.consumer.fetcher import Fetcher
@@ -15,7 +16,7 @@ from emgas.replay.logstate import (
     _CHECKPOINT, _LOG_STARTED, FIRST_SCAN_WINDOW, SCAN_WINDOW, _decoded, _ranges, first_log_started, latest_checkpoint,
     restore_checkpoint,
 )
-from emgas.replay.reader import FETCH_BYTES, FEW_RECORDS_BYTES, LogRecord
+from emgas.replay.reader import FETCH_BYTES, FEW_RECORDS_BYTES, LogReader, LogRecord
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
 
@@ -56,9 +57,11 @@ class ScriptedLog:
     def __init__(self, values: dict[int, bytes]) -> None:
         self.values = values
         self.reads: list[tuple[int, int, int]] = []
+        self.opened: list[bool] = []  # whether each read opened sealed records
 
-    async def read(self, topic, partition, start, stop, fetch_bytes=FETCH_BYTES):
+    async def read(self, topic, partition, start, stop, fetch_bytes=FETCH_BYTES, open_sealed=True):
         self.reads.append((start, stop, fetch_bytes))
+        self.opened.append(open_sealed)
         batch = [LogRecord(partition, o, 0, None, v) for o, v in sorted(self.values.items()) if start <= o < stop]
         if batch:
             yield batch
@@ -83,6 +86,7 @@ def test_the_checkpoint_scan_starts_small_and_finds_the_last_one(at, end, window
     found = asyncio.run(latest_checkpoint(log, "t", 0, 0, end))
     assert (found[0] if found else None) == at
     assert [(lo, hi) for lo, hi, _ in log.reads] == windows
+    assert not any(log.opened)  # a checkpoint is never sealed: the scan waits for no key
 
 
 # A snapshot part as a later release might write it: a schema version this code does not know.
@@ -107,7 +111,7 @@ def test_a_logs_first_records_are_read_with_a_small_fetch():
     log = ScriptedLog({0: encode(LogStarted(log_id="L", partition=0, timestamp=AT)), 1: FILLER})
     found = asyncio.run(first_log_started(log, "t", 0, 0, 2))
     assert found is not None and found[0] == 0 and found[1].log_id == "L"
-    assert log.reads == [(0, 2, FEW_RECORDS_BYTES)]
+    assert log.reads == [(0, 2, FEW_RECORDS_BYTES)] and log.opened == [False]  # never sealed: no key waited for
 
 
 def test_the_reader_can_still_size_aiokafkas_fetches():
@@ -116,3 +120,49 @@ def test_the_reader_can_still_size_aiokafkas_fetches():
     source = inspect.getsource(Fetcher)
     assert "self._max_partition_fetch_bytes = max_partition_fetch_bytes" in source
     assert "self._max_partition_fetch_bytes," in source or "self._max_partition_fetch_bytes)" in source
+
+
+class _Keys:
+    """A key ring that notes the records it is asked to open."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[bytes]] = []
+
+    async def open(self, partition, values, times_ms):
+        self.asked.append(values)
+        return [b"opened"] * len(values)
+
+
+def _reader_of(values: list[bytes], keys: _Keys) -> LogReader:
+    """A `LogReader` whose consumer's fetches return `values` from offset 0 (no broker)."""
+    reader = LogReader("127.0.0.1:9", keys=keys)
+    fetched = [SimpleNamespace(offset=o, timestamp=0, key=None, value=v) for o, v in enumerate(values)]
+
+    async def bounds(topic, partitions):
+        return {p: (0, len(values)) for p in partitions}
+
+    async def fetch(tp):
+        return fetched
+
+    reader.bounds, reader._fetch, reader._fetch_bytes = bounds, fetch, lambda limit: None
+    for name in ("assign", "seek", "pause"):
+        setattr(reader._consumer, name, lambda *args: None)
+    return reader
+
+
+@pytest.mark.parametrize("open_sealed, values, asked", [
+    (True, [b"v0", b"v1"], 1),
+    (False, [b"v0", b"v1"], 0),  # as the log holds them, the ring never asked
+])
+def test_a_read_opens_sealed_records_unless_told_not_to(open_sealed, values, asked):
+    keys = _Keys()
+
+    async def read() -> list[bytes]:
+        reader = _reader_of(values, keys)
+        try:
+            return [r.value async for batch in reader.read("t", 0, 0, 2, open_sealed=open_sealed) for r in batch]
+        finally:
+            await reader._consumer.stop()  # never started: closed, so not reported unclosed
+
+    got = asyncio.run(read())
+    assert len(keys.asked) == asked and got == ([b"opened"] * 2 if open_sealed else values)
