@@ -25,7 +25,7 @@ from emgas.streams.runtime.app import (
 from emgas.streams.runtime.membership import GroupWatch, watch_group
 from emgas.streams.runtime.metrics import Metrics, register_pages
 from emgas.streams.runtime.partitions import PartitionStates
-from emgas.streams.runtime.patches import App, check_versions, guard_sync_groups, leave_group
+from emgas.streams.runtime.patches import App, TablelessManager, check_versions, guard_sync_groups, leave_group
 from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.runtime.recovery import Recovery
 from emgas.streams.kafka.sealer import Sealer
@@ -116,6 +116,9 @@ def build_worker(settings: Settings, graph_log: LogFactory = Output) -> Worker:
 
     recovery = Recovery(settings, states, output, metrics, stop_for, warming, keys, reconcile)
     app.on_partitions_assigned.connect(recovery.on_assigned)  # type: ignore[arg-type]  # Faust's signal typing
+    tables = app.tables
+    assert isinstance(tables, TablelessManager), "the app's table manager is the patched one"
+    tables.on_assigned = lambda assigned: recovery.on_assigned(tables, assigned)  # catch-ups before Faust's seek (10)
     app.on_partitions_revoked.connect(recovery.on_revoked)  # type: ignore[arg-type]
     rebalances = RebalanceStart(recovery)
     app.on_partitions_assigned.connect(rebalances.on_assigned)  # type: ignore[arg-type]

@@ -70,6 +70,14 @@ line naming the patch that would be at risk. The patches, and why each exists:
    takeover by a starting worker. The same entry points, read once (an
    entry point installed while a worker runs is not one it could load
    anyway). Tested by tests/unit/streams/test_patches.py.
+10. `TablelessManager.on_rebalance`: an assignment told first. Faust sends
+   its `on_partitions_assigned` signal last, after its table manager's
+   recovery has sought its own consumer to the committed offsets (a round
+   trip from the consumer's thread: 25-30 ms of a takeover). The worker's
+   catch-ups read the log with readers of their own, so `compose` starts
+   them from the table manager's `on_rebalance`, before that seek; the
+   signal's later call finds them started. Tested by
+   tests/unit/streams/test_patches.py.
 
 Not patches, but reads of private state, also tied to these versions:
 `streams.runtime.membership.GroupWatch` looks at the coordinator's held
@@ -241,7 +249,18 @@ class Transport(faust_aiokafka.Transport):
 
 
 class TablelessManager(TableManager):
-    """Faust's table manager without its start-up sleep when there is no table (6)."""
+    """Faust's table manager without its start-up sleep when there is no table
+    (6), which tells `on_assigned`, when set, of an assignment before Faust's
+    own recovery seeks the consumer to its committed offsets (10)."""
+
+    on_assigned: Callable[[set[TP]], Awaitable[None]] | None = None
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0,
+    ) -> None:
+        if self.on_assigned is not None:
+            await self.on_assigned(assigned)
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_start(self) -> None:
         if len(self):

@@ -128,3 +128,26 @@ def test_the_plugin_tables_read_the_entry_points_once(monkeypatch):
         assert reads == [1]
     finally:
         patches._entry_points.cache_clear()
+
+
+async def test_an_assignment_is_told_before_fausts_own_recovery_seeks():
+    app = App("emgas-test", broker="kafka://127.0.0.1:9", fetch_max_wait_ms=100)
+    manager = app.tables
+    assert isinstance(manager, TablelessManager)
+    order: list[str] = []
+
+    async def told(assigned) -> None:
+        order.append(f"told {sorted(assigned)}")
+
+    class _Seeking:
+        async def on_rebalance(self, *args) -> None:
+            order.append("faust's recovery")
+
+    async def update_channels() -> None:
+        pass
+
+    manager.on_assigned = told
+    manager._recovery = _Seeking()
+    manager._update_channels = update_channels
+    await manager.on_rebalance({1, 2}, set(), {1, 2}, 7)
+    assert order == ["told [1, 2]", "faust's recovery"]
