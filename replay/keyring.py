@@ -25,7 +25,7 @@ from typing import Callable
 from emgas.processors.sealing import (
     SEALED_PREFIX, Envelope, KeyEncryptionKey, SealError, envelope_of, graph_key_prefix, open_sealed,
 )
-from emgas.replay.errors import LogUnavailable
+from emgas.replay.errors import LogUnavailable, ReplayError
 from emgas.replay.reader import LogReader
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class KeyRing:
             return  # nothing could be opened: the first sealed record says so
         try:
             await self.refresh(partition)
-        except LogUnavailable as err:
+        except ReplayError as err:  # the broker away, the key topic's start moved: the next read says so
             log.debug("reading the key sets of partition %s ahead failed: %s", partition, err)
 
     async def refresh(self, partition: int) -> None:

@@ -214,7 +214,12 @@ class Recovery:
             return
         task = asyncio.ensure_future(self.keys.prefetch(partition))
         self._prefetching.add(task)
-        task.add_done_callback(self._prefetching.discard)
+        task.add_done_callback(self._prefetched)
+
+    def _prefetched(self, task: asyncio.Task[None]) -> None:
+        self._prefetching.discard(task)
+        if not task.cancelled() and (err := task.exception()) is not None:  # a bug: the catch-up's own read meets it too
+            log.warning("reading the key sets ahead failed unexpectedly: %r", err)
 
     async def _erase_forgotten(self, partition: int) -> None:
         assert self.reconcile is not None

@@ -252,3 +252,18 @@ async def test_a_catch_up_reads_its_partitions_keys_beside_the_logs_checks():
     await recovery.on_assigned(None, tps(3))
     assert await recovery.wait(3) is True
     assert order == ["keys 3", "log 3"]  # begun before the log's checks, not after their first sealed record
+
+
+class _BrokenKeys:
+    async def prefetch(self, partition: int) -> None:
+        raise RuntimeError("a bug in the key ring")
+
+
+async def test_a_read_ahead_that_fails_unexpectedly_is_said_and_the_catch_up_goes_on(caplog):
+    order: list[str] = []
+    recovery = _CheckingRecovery(order)
+    recovery.keys = _BrokenKeys()  # type: ignore[assignment]
+    await recovery.on_assigned(None, tps(4))
+    assert await recovery.wait(4) is True and order == ["log 4"]
+    await asyncio.sleep(0)
+    assert "reading the key sets ahead failed unexpectedly: RuntimeError('a bug in the key ring')" in caplog.text
