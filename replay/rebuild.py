@@ -36,12 +36,16 @@ class RebuildReport:
 
 
 def open_rebuild_state(state_dir: Path, params: GraphParams) -> Callable[[int], PartitionState]:
-    """Partition -> its state under `state_dir`, opened on first use and kept."""
+    """Partition -> its state under `state_dir`, opened on first use and
+    kept; written without RocksDB's write-ahead log (a rebuild's directory
+    is complete when it closes its stores, which flushes them, and one that
+    died is refused by the next rather than resumed)."""
     opened: dict[int, PartitionState] = {}
 
     def open_state(partition: int) -> PartitionState:
         if partition not in opened:
-            opened[partition] = PartitionState(RocksStore(state_dir / f"partition-{partition}"), params)
+            store = RocksStore(state_dir / f"partition-{partition}", write_ahead_log=False)
+            opened[partition] = PartitionState(store, params)
         return opened[partition]
 
     return open_state

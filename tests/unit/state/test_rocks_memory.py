@@ -1,6 +1,7 @@
 """The RocksDB stores of one process share one memory budget: their memtables
 together stay near MEMTABLE_BUDGET_BYTES however many stores are written,
-instead of each growing to its own 64 MiB (the worker's RSS grew so)."""
+instead of each growing to its own 64 MiB (the worker's RSS grew so). A
+store may be written without RocksDB's write-ahead log (a replay's)."""
 
 import os
 
@@ -22,3 +23,28 @@ def test_memtables_of_many_stores_stay_within_one_budget(tmp_path):
     finally:
         for store in stores:
             store.close()
+
+
+def _logged_bytes(folder):
+    """Bytes in RocksDB's write-ahead log files of the store in `folder`."""
+    return sum(f.stat().st_size for f in folder.glob("*.log"))
+
+
+def test_a_store_without_its_write_ahead_log_keeps_its_writes_once_closed(tmp_path):
+    value = os.urandom(1000)
+    unlogged, logged = RocksStore(tmp_path / "unlogged", write_ahead_log=False), RocksStore(tmp_path / "logged")
+    try:
+        for store in (unlogged, logged):
+            store.write({f"k{i}".encode(): value for i in range(500)})
+            store.write({b"k7": None})
+        assert _logged_bytes(tmp_path / "unlogged") == 0
+        assert _logged_bytes(tmp_path / "logged") > 500 * 1000
+    finally:
+        unlogged.close()
+        logged.close()
+    reopened = RocksStore(tmp_path / "unlogged")  # closing flushed the memtables to the store's files
+    try:
+        assert reopened.get(b"k499") == value and reopened.get(b"k7") is None
+        assert len(list(reopened.scan(b"k"))) == 499
+    finally:
+        reopened.close()
