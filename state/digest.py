@@ -18,14 +18,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
 import orjson
 from pydantic import BaseModel
 
 from emgas.processors.events import GraphDigest, SectionDigest, TopicNode
 from emgas.processors.graph import ConceptState, GraphRef, Passage
-from emgas.state import keys, links
+from emgas.state import kernels, keys, links
 from emgas.state.repository import GraphRepository
 from emgas.state.rows import upper_rows
 
@@ -109,10 +111,38 @@ def link_lines(version: _Version) -> Iterator[str]:
         yield from [f"{head}{escaped[turn_id]}],null]" for turn_id in by_concept[cid]]
 
 
+@dataclass(frozen=True)
+class Joined:
+    """A section's lines, each followed by a newline, in one UTF-8 buffer (of uint8), and how many."""
+
+    data: np.ndarray
+    lines: int
+
+
 def pair_lines_of(version: _Version) -> Iterator[str]:
     """`[[a, b], [count, last µs]]` per pair, a < b, in (a, b) order."""
     prefix = keys.section(version.ref, b"r")
     return pair_lines((key[len(prefix):].decode(), raw) for key, raw in version.repo.store.scan(prefix))
+
+
+def pair_section(version: _Version) -> Joined:
+    """`pair_lines_of`'s lines, written by a compiled loop
+    (`kernels.pair_line_bytes`: 228,000 pairs in about 15 ms, against 130
+    a line at a time); ValueError for a row not as its layout says."""
+    prefix = keys.section(version.ref, b"r")
+    found = list(version.repo.store.scan(prefix))
+    cut = len(prefix)
+    ids = [key[cut:] for key, _ in found]
+    rows = [raw for _, raw in found]
+    id_at, row_at = np.zeros(len(found) + 1, dtype=np.int64), np.zeros(len(found) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=id_at[1:])
+    np.cumsum(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)), out=row_at[1:])
+    data, count, bad = kernels.pair_line_bytes(
+        np.frombuffer(b"".join(ids), dtype=np.uint8), id_at, np.frombuffer(b"".join(rows), dtype=np.uint8), row_at,
+    )
+    if bad >= 0:
+        raise ValueError(f"the row record {found[bad][0]!r} is not as its layout says (UTF-8 ids after n entries)")
+    return Joined(data, count)
 
 
 _PASSAGE_FIELDS = frozenset(Passage.model_fields)
@@ -158,18 +188,20 @@ def topic_lines(version: _Version) -> Iterator[str]:
 # Pairs are kept in rows (`state.rows`) and rendered one line per pair,
 # as when each pair was its own record; links are kept in the passages
 # (`state.links`) and rendered one line per link, as when each was a record.
-SECTIONS: tuple[tuple[str, Callable[[_Version], Iterable[str] | Iterable[bytes]]], ...] = (
+SECTIONS: tuple[tuple[str, Callable[[_Version], Iterable[str] | Iterable[bytes] | Joined]], ...] = (
     ("concepts", concept_lines),
     ("sources", link_lines),
-    ("pairs", pair_lines_of),
+    ("pairs", pair_section),
     ("passages", passage_lines),
     ("topics", topic_lines),
 )
 
 
-def _hash_lines(lines: Iterable[str] | Iterable[bytes]) -> SectionDigest:
-    """SHA-256 of every line (all str, or all UTF-8 bytes) followed by a
-    newline, and the number of lines."""
+def _hash_lines(lines: Iterable[str] | Iterable[bytes] | Joined) -> SectionDigest:
+    """SHA-256 of every line (all str, or all UTF-8 bytes, or `Joined`)
+    followed by a newline, and the number of lines."""
+    if isinstance(lines, Joined):
+        return SectionDigest(count=lines.lines, digest=hashlib.sha256(lines.data.data).hexdigest())
     h = hashlib.sha256()
     count = 0
     each: Iterator[Any] = iter(lines)

@@ -285,6 +285,207 @@ def upper_row_payloads(
     return out, ptr
 
 
+@_compiled_on_first_call
+def _utf8_valid(buf: np.ndarray, lo: int, hi: int) -> bool:  # pragma: no cover - compiled
+    """Whether buf[lo:hi] is UTF-8 as Python decodes it (no overlong form,
+    no surrogate, nothing past U+10FFFF)."""
+    i = lo
+    while i < hi:
+        c = buf[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            size, low, high = 2, 0x80, 0xBF
+        elif 0xE0 <= c <= 0xEF:
+            size = 3
+            low = 0xA0 if c == 0xE0 else 0x80
+            high = 0x9F if c == 0xED else 0xBF
+        elif 0xF0 <= c <= 0xF4:
+            size = 4
+            low = 0x90 if c == 0xF0 else 0x80
+            high = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if i + size > hi or buf[i + 1] < low or buf[i + 1] > high:
+            return False
+        for j in range(i + 2, i + size):
+            if buf[j] < 0x80 or buf[j] > 0xBF:
+                return False
+        i += size
+    return True
+
+
+@_compiled_on_first_call
+def _put_escaped(out: np.ndarray, o: int, buf: np.ndarray, lo: int, hi: int, write: bool) -> int:  # pragma: no cover - compiled
+    """UTF-8 text buf[lo:hi] at out[o:] as `json.encoder.encode_basestring`
+    writes it (quoted; `"`, the backslash and control characters escaped, the
+    rest as it is; with `write` False only measured): the offset after it."""
+    if write:
+        out[o] = 0x22
+    o += 1
+    for i in range(lo, hi):
+        c = buf[i]
+        if c == 0x22 or c == 0x5C:
+            if write:
+                out[o], out[o + 1] = 0x5C, c
+            o += 2
+        elif c < 0x20:
+            short = 0
+            if c == 0x08:
+                short = 0x62  # b
+            elif c == 0x09:
+                short = 0x74  # t
+            elif c == 0x0A:
+                short = 0x6E  # n
+            elif c == 0x0C:
+                short = 0x66  # f
+            elif c == 0x0D:
+                short = 0x72  # r
+            if short:
+                if write:
+                    out[o], out[o + 1] = 0x5C, short
+                o += 2
+            else:  # \u00XX, its hex digits in lower case
+                if write:
+                    low = c & 0xF
+                    out[o], out[o + 1], out[o + 2], out[o + 3] = 0x5C, 0x75, 0x30, 0x30
+                    out[o + 4], out[o + 5] = 0x30 + (c >> 4), (0x30 + low if low < 10 else 0x57 + low)
+                o += 6
+        else:
+            if write:
+                out[o] = c
+            o += 1
+    if write:
+        out[o] = 0x22
+    return o + 1
+
+
+@_compiled_on_first_call
+def _put_int(out: np.ndarray, o: int, value: np.int64, write: bool) -> int:  # pragma: no cover - compiled
+    """`value` in decimal at out[o:] (with `write` False only measured): the offset after it."""
+    if value < 0:
+        if write:
+            out[o] = 0x2D
+        o += 1
+    magnitude = np.uint64(-(value + 1)) + np.uint64(1) if value < 0 else np.uint64(value)
+    digits, rest = 1, magnitude
+    while rest >= np.uint64(10):
+        rest //= np.uint64(10)
+        digits += 1
+    if write:
+        for at in range(o + digits - 1, o - 1, -1):
+            out[at] = 0x30 + np.uint8(magnitude % np.uint64(10))
+            magnitude //= np.uint64(10)
+    return o + digits
+
+
+@_compiled_on_first_call
+def _row_int(raw: np.ndarray, at: int) -> np.int64:  # pragma: no cover - compiled
+    """The big-endian int64 at raw[at:at + 8]."""
+    value = np.uint64(0)
+    for b in range(8):
+        value = (value << np.uint64(8)) | np.uint64(raw[at + b])
+    return np.int64(value)
+
+
+@_compiled_on_first_call
+def _id_before(ids: np.ndarray, lo: int, hi: int, rows: np.ndarray, a: int, b: int) -> bool:  # pragma: no cover - compiled
+    """Whether ids[lo:hi] < rows[a:b], byte by byte (UTF-8: as their strings compare)."""
+    for j in range(min(hi - lo, b - a)):
+        if ids[lo + j] != rows[a + j]:
+            return ids[lo + j] < rows[a + j]
+    return hi - lo < b - a
+
+
+@_compiled_on_first_call
+def _pair_pass(
+    ids: np.ndarray, id_at: np.ndarray, rows: np.ndarray, row_at: np.ndarray, starts: np.ndarray, head: np.ndarray,
+    out: np.ndarray, write: bool,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    """`pair_line_bytes`' lines written to `out` (with `write` False only
+    measured): (bytes, lines, -1), or (0, 0, k) where row k is not as the
+    layout says (its ids not UTF-8, fewer bytes than its n entries)."""
+    o, lines = 0, 0
+    for k in range(len(id_at) - 1):
+        lo, hi, key_lo, key_hi = row_at[k], row_at[k + 1], id_at[k], id_at[k + 1]
+        if not write and (0 < hi - lo < 4 or not _utf8_valid(ids, key_lo, key_hi)):
+            return 0, 0, k
+        if hi - lo < 4:
+            continue
+        n = (np.int64(rows[lo]) << 24) | (np.int64(rows[lo + 1]) << 16) | (np.int64(rows[lo + 2]) << 8) | rows[lo + 3]
+        if n == 0:
+            continue
+        text = lo + 4 + 16 * n
+        if not write and (text > hi or not _utf8_valid(rows, text, hi)):
+            return 0, 0, k
+        parts = 0
+        starts[0] = text
+        for i in range(text, hi):
+            if rows[i] == 0:
+                parts += 1
+                starts[parts] = i + 1
+        parts += 1
+        starts[parts] = hi + 1
+        first, stop = 0, parts  # bisect_right of the row's own id among its ids
+        while first < stop:
+            mid = (first + stop) // 2
+            if _id_before(ids, key_lo, key_hi, rows, starts[mid], starts[mid + 1] - 1):
+                stop = mid
+            else:
+                first = mid + 1
+        if first >= min(parts, n):
+            continue
+        head[0], head[1] = 0x5B, 0x5B  # the row's lines start alike: [["a",
+        head_size = _put_escaped(head, 2, ids, key_lo, key_hi, True) + 1
+        head[head_size - 1] = 0x2C
+        for x in range(first, min(parts, n)):
+            if write:
+                out[o:o + head_size] = head[:head_size]
+            o = _put_escaped(out, o + head_size, rows, starts[x], starts[x + 1] - 1, write)
+            if write:
+                out[o], out[o + 1], out[o + 2] = 0x5D, 0x2C, 0x5B
+            o = _put_int(out, o + 3, _row_int(rows, lo + 4 + 16 * x), write)
+            if write:
+                out[o] = 0x2C
+            o = _put_int(out, o + 1, _row_int(rows, lo + 12 + 16 * x), write)
+            if write:
+                out[o], out[o + 1], out[o + 2] = 0x5D, 0x5D, 0x0A
+            o += 3
+            lines += 1
+    return o, lines, -1
+
+
+@_compiled_on_first_call
+def pair_line_bytes(
+    ids: np.ndarray, id_at: np.ndarray, rows: np.ndarray, row_at: np.ndarray,
+) -> tuple[np.ndarray, int, int]:  # pragma: no cover - compiled
+    """The digest's pair lines (`state.digest.pair_line`), each followed by a
+    newline, in one buffer: for row k (its concept's id ids[id_at[k]:id_at[k + 1]],
+    its record (`state.rows`) rows[row_at[k]:row_at[k + 1]]), in the order
+    given, a line per entry whose neighbour id comes after the row's own
+    (where `bisect_right` finds the row's id among its neighbours' ids).
+    Returns (buffer, lines, -1), or (empty, 0, k) where row k is not as its
+    layout says (not UTF-8, or shorter than its entries)."""
+    widest, longest = 1, 0
+    for k in range(len(id_at) - 1):
+        longest = max(longest, id_at[k + 1] - id_at[k])
+    for k in range(len(row_at) - 1):
+        count = 1
+        for i in range(row_at[k], row_at[k + 1]):
+            if rows[i] == 0:
+                count += 1
+        widest = max(widest, count)
+    starts = np.empty(widest + 2, dtype=np.int64)  # a row's kth id at rows[starts[k]:starts[k + 1] - 1]
+    head = np.empty(6 * longest + 5, dtype=np.uint8)
+    size, lines, bad = _pair_pass(ids, id_at, rows, row_at, starts, head, np.empty(0, dtype=np.uint8), False)
+    if bad >= 0:
+        return np.empty(0, dtype=np.uint8), 0, bad
+    out = np.empty(size, dtype=np.uint8)
+    _pair_pass(ids, id_at, rows, row_at, starts, head, out, True)
+    return out, lines, -1
+
+
 # Decay models as the mentions kernel takes them (`processors.dynamics.DecayParams.model`).
 MODEL_CODES = {"exponential": 0, "power": 1, "hybrid": 2}
 # Where a concept's decayed_to comes from, after the mentions kernel.
@@ -505,6 +706,8 @@ def warm() -> None:
         np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), 4,
     )
     find_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
+    text = np.frombuffer(b"ab", dtype=np.uint8)
+    pair_line_bytes(text, np.array([0, 1], dtype=np.int64), text, np.array([0, 2], dtype=np.int64))
     drop_pairs(spans, idx, cnt, last, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
     one_i, one_f, one_b = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.bool_)
     mention_all(

@@ -14,9 +14,13 @@ from emgas.replay.verify import differences
 from emgas.state import keys
 from emgas.state.rows import encode_row
 from emgas.state import links
-from emgas.state.digest import HASH_CHUNK, _hash_lines, as_dumped, canonical_json, graph_digest, pair_line, partition_digests, passage_lines
+from emgas.state.digest import (
+    HASH_CHUNK, _hash_lines, _Version, as_dumped, canonical_json, graph_digest, pair_line, pair_lines, pair_section,
+    partition_digests, passage_lines,
+)
 from emgas.state.memory import MemoryStore
 from emgas.state.projector import PartitionState
+from emgas.state.repository import GraphRepository
 from emgas.state.rocks import RocksStore
 from tests.support.factories import ingested
 
@@ -207,3 +211,41 @@ def test_links_are_by_concept_then_turn_in_the_keys_byte_order(passages, data):
     expected = sorted(((c, t) for t, cs in passages for c in cs if c not in unlinked.get(t, ())),
                       key=lambda link: (link[0].encode(), link[1].encode()))
     assert grouped == expected
+
+
+ROW_ID = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=6)
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+@given(st.lists(ROW_ID, unique=True, max_size=8).map(sorted), st.data())
+@example(["", "\x01", "\x1f", "\x7f", "\"", "\\", "\b\f\n\r\t", "é中😀"], None)
+def test_the_pair_section_is_the_pair_lines_written_at_once(ids, data):
+    """The compiled loop writes every row's upper entries as `pair_lines`
+    does, escapes and ints of any size included: the same bytes, the same digest."""
+    rows = []
+    for cid in ids:
+        others = [] if data is None else data.draw(st.lists(st.sampled_from(ids), unique=True).map(sorted))
+        values = [(k, -k) for k in range(len(ids))] if data is None else data.draw(
+            st.lists(st.tuples(INT64, INT64), min_size=len(others), max_size=len(others)))
+        row = dict(zip(ids if data is None else others, values))
+        row.pop(cid, None)
+        rows.append((keys.row(G, cid), encode_row(row)))
+    store = MemoryStore()
+    store.write(dict(rows))
+    in_key_order = ((key[len(keys.section(G, b"r")):].decode(), raw) for key, raw in sorted(rows))  # as the store reads them
+    expected = "".join(f"{line}\n" for line in pair_lines(in_key_order))
+    section = pair_section(_Version(GraphRepository(store), G))
+    assert bytes(section.data) == expected.encode()
+    assert _hash_lines(section) == _hash_lines(iter(expected.split("\n")[:-1]))
+
+
+@pytest.mark.parametrize("record", [
+    b"\x00\x00\x00\x01" + bytes(16) + b"\xff",  # its neighbour's id not UTF-8
+    b"\x00\x00\x00\x02" + bytes(16) + b"b",  # two entries, the bytes of one
+    b"\x00\x00",  # not even its count
+])
+def test_a_row_not_as_its_layout_says_is_refused_by_the_digest(record):
+    store = MemoryStore()
+    store.write({keys.row(G, "a"): record})
+    with pytest.raises(ValueError, match="not as its layout says"):
+        pair_section(_Version(GraphRepository(store), G))
