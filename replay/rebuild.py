@@ -77,14 +77,17 @@ async def rebuild_partition(
     stop: int,
     selection: Selection,
     progress: Progress | None = None,
+    commit: bool = True,
 ) -> FoldCounts:
-    """Fold the records of `partition` after the state's offset and before `stop`."""
+    """Fold the records of `partition` after the state's offset and before
+    `stop`, then commit them (unless not `commit`: the caller commits)."""
     counts = FoldCounts()
     async for batch in reader.read(topic, partition, state.applied_offset + 1, stop):
         fold_records(state, batch, selection, counts, last=False)
         if progress is not None:
             progress(len(batch))
-    state.commit()
+    if commit:
+        state.commit()
     return counts
 
 

@@ -187,6 +187,18 @@ class PartitionStates:
         finally:
             self._busy[partition] -= 1
 
+    def commit_if_idle(self, partition: int) -> bool:
+        """Commit the partition's open state now, unless something works on
+        it (a fold part way, a thread on it: a fold's caller commits it after);
+        False then, True once committed or when none is open."""
+        worker = self._open.get(partition)
+        if worker is None:
+            return True
+        if self._busy[partition] > 0:
+            return False
+        worker.state.commit()
+        return True
+
     def release(self, partition: int) -> bool:
         """Commit and close the partition's state, and drop its views and its
         graphs' concept vectors, once it is someone else's (a revoked

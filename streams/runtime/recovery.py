@@ -58,6 +58,7 @@ from emgas.streams.runtime.warming import Warming
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
 ENCODER_AFTER_S = 1.0  # the encoder's session built this long after a first partition serves
+COMMIT_AFTER_S = 0.5  # a catch-up's state committed this long after its partition serves (again then while busy)
 # Appends events to graph-events (partition events to their own partition);
 # the offsets the log gave them.
 
@@ -194,6 +195,9 @@ class Recovery:
             task = asyncio.ensure_future(self._erase_forgotten(partition))
             self._reconciling.add(task)
             task.add_done_callback(self._reconciling.discard)
+        # The state the catch-up folded is committed a moment after the partition serves: its
+        # first queries are answered first (a restored graph's commit: about 30 ms of a takeover).
+        asyncio.get_running_loop().call_later(COMMIT_AFTER_S, self._commit_when_idle, partition)
         if self._encoder_ahead is None:
             # Once per process, a while after a first partition serves: its waiting queries are
             # answered first (the session's build holds the interpreter's lock for about 0.05 s
@@ -204,6 +208,12 @@ class Recovery:
         # (a takeover waited 5-7 s for them in the soak when they were encoded before it served).
         queued = self._queued.pop(partition, 0) + prefetch_graphs(self.states.get(partition), self.settings.activation)
         self.recoveries[partition]["vectors_queued"] = queued
+
+    def _commit_when_idle(self, partition: int) -> None:
+        """Commit a caught-up partition's state, or try again later while a
+        fold or a thread works on it (`PartitionStates.commit_if_idle`)."""
+        if not self.states.commit_if_idle(partition):
+            asyncio.get_running_loop().call_later(COMMIT_AFTER_S, self._commit_when_idle, partition)
 
     def _prefetch_keys(self, partition: int) -> None:
         """The partition's key sets read beside the log's checks, not after
@@ -415,7 +425,8 @@ class Recovery:
         requested again, for the agents to serve."""
         topic = self.settings.graph_events_topic
         _, end = (await reader.bounds(topic, [partition]))[partition]
-        counts = await rebuild_partition(reader, topic, partition, worker.state, end, Selection())
+        # Committed once the partition serves (`_commit_when_idle`), not before its first answers.
+        counts = await rebuild_partition(reader, topic, partition, worker.state, end, Selection(), commit=False)
         unfinished = worker.state.ledger.pending_snapshots()
         if unfinished:
             now = datetime.now(timezone.utc)

@@ -132,3 +132,19 @@ def test_closing_does_not_commit_a_partition_part_way_through_a_batch(tmp_path):
     states._folding[0] = asyncio.Event()  # as `folding` marks it while the agent pauses
     states.close(commit=True)
     assert PartitionStates(tmp_path, GraphParams()).get(0).applied_offset == -1
+
+
+def test_a_partition_is_committed_when_idle_only(tmp_path):
+    """`commit_if_idle` (a catch-up's commit, a moment after it serves)
+    commits nothing while a batch is folded or a thread reads the state."""
+    states = PartitionStates(tmp_path, GraphParams())
+    assert states.commit_if_idle(0) is True  # nothing open: nothing to commit
+    state = states.get(0)
+    for event, offset, raw in a_batch(3):
+        state.apply(event, offset, raw=raw)
+    assert state.uncommitted
+    with states.folding(0):
+        assert states.commit_if_idle(0) is False and state.uncommitted
+    assert states.commit_if_idle(0) is True
+    assert not state.uncommitted and state.committed_offset == 2
+    states.close()

@@ -25,7 +25,7 @@ async def _settled(partition: int) -> None:
     """No partition is part way through a batch here (`PartitionStates.settled`)."""
 
 
-STATES = SimpleNamespace(get=lambda partition: None, settled=_settled)
+STATES = SimpleNamespace(get=lambda partition: None, settled=_settled, commit_if_idle=lambda partition: True)
 
 
 class SlowRecovery(Recovery):
@@ -267,3 +267,52 @@ async def test_a_read_ahead_that_fails_unexpectedly_is_said_and_the_catch_up_goe
     assert await recovery.wait(4) is True and order == ["log 4"]
     await asyncio.sleep(0)
     assert "reading the key sets ahead failed unexpectedly: RuntimeError('a bug in the key ring')" in caplog.text
+
+
+class Committing:
+    """A partition's states whose commit finds it busy the first `busy` times."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy, self.tries, self.committed = busy, 0, asyncio.Event()
+        self.get, self.settled = STATES.get, STATES.settled
+
+    def commit_if_idle(self, partition: int) -> bool:
+        self.tries += 1
+        if self.tries <= self.busy:
+            return False
+        self.committed.set()
+        return True
+
+
+async def test_a_caught_up_partitions_state_is_committed_after_it_serves_and_again_while_busy(monkeypatch):
+    """A catch-up leaves its fold uncommitted (a takeover's first answers come
+    first), and its state is committed a moment after the partition serves,
+    tried again while the apply agent or a thread works on it."""
+    monkeypatch.setattr(recovery_module, "log_reader", lambda settings, keys=None: Reader())
+    monkeypatch.setattr(recovery_module, "COMMIT_AFTER_S", 0.01)
+    states = Committing(busy=2)
+    recovery = OrderedRecovery(Warmed(True), [])
+    recovery.states = states
+    await recovery.on_assigned(None, tps(3))
+    assert await asyncio.wait_for(recovery.wait(3), 5) is True
+    assert states.tries == 0  # the partition serves first
+    await asyncio.wait_for(states.committed.wait(), 5)
+    assert states.tries == 3
+
+
+async def test_a_catch_ups_fold_is_not_committed_by_the_fold_itself(monkeypatch):
+    folded = {}
+
+    async def rebuild_partition(reader, topic, partition, state, stop, selection, progress=None, commit=True):
+        folded.update(partition=partition, stop=stop, commit=commit)
+        return SimpleNamespace(read=4)
+
+    class Bounds:
+        async def bounds(self, topic, partitions):
+            return {p: (0, 9) for p in partitions}
+
+    monkeypatch.setattr(recovery_module, "rebuild_partition", rebuild_partition)
+    worker = SimpleNamespace(state=SimpleNamespace(ledger=SimpleNamespace(pending_snapshots=lambda: [])))
+    recovery = Recovery(SETTINGS, STATES)
+    assert await recovery._fold_to_end(Bounds(), 3, worker) == 4
+    assert folded == {"partition": 3, "stop": 9, "commit": False}
