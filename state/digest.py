@@ -125,10 +125,14 @@ def pair_lines_of(version: _Version) -> Iterator[str]:
     return pair_lines((key[len(prefix):].decode(), raw) for key, raw in version.repo.store.scan(prefix))
 
 
-def pair_section(version: _Version) -> Joined:
+def pair_section(version: _Version) -> Joined | Iterator[str]:
     """`pair_lines_of`'s lines, written by a compiled loop
-    (`kernels.pair_line_bytes`: 228,000 pairs in about 15 ms, against 130
-    a line at a time); ValueError for a row not as its layout says."""
+    (`kernels.pair_line_bytes`: 228,000 pairs in 55 ms, against 130 a line
+    at a time) once the process has loaded the fold's kernels (a fold or a
+    replay does), else `pair_lines_of`'s; ValueError for a row not as its
+    layout says."""
+    if not kernels.loaded():  # the same lines: not worth a first compile of every kernel
+        return pair_lines_of(version)
     prefix = keys.section(version.ref, b"r")
     found = list(version.repo.store.scan(prefix))
     cut = len(prefix)

@@ -687,6 +687,13 @@ def drop_pairs(
     return changed[:rows], ptr[: rows + 1], idx[:o], cnt[:o], last[:o], dropped
 
 
+def loaded() -> bool:
+    """Whether this process has compiled or loaded the kernels already (a
+    caller with a Python way of its own may take it rather than wait for
+    them: a fresh machine compiles them in about 7 s)."""
+    return all(hasattr(globals()[name], "signatures") for name in _SOURCES)
+
+
 def warm() -> None:
     """Compile (or load from the cache) every kernel for the types the adjacency passes."""
     _compile()

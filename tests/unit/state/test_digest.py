@@ -1,6 +1,7 @@
 """The canonical digest: equal content gives equal digests, any change shows."""
 
 import hashlib
+from collections.abc import Iterator
 import json
 from datetime import timezone
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from emgas.processors.events import GraphDigest, SectionDigest
 from emgas.processors.graph import GraphParams, GraphRef, Passage
 from emgas.replay.verify import differences
-from emgas.state import keys
+from emgas.state import kernels, keys
 from emgas.state.rows import encode_row
 from emgas.state import links
 from emgas.state.digest import (
@@ -219,9 +220,11 @@ INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 
 @given(st.lists(ROW_ID, unique=True, max_size=8).map(sorted), st.data())
 @example(["", "\x01", "\x1f", "\x7f", "\"", "\\", "\b\f\n\r\t", "é中😀"], None)
+@settings(deadline=None)  # its first example loads the kernels
 def test_the_pair_section_is_the_pair_lines_written_at_once(ids, data):
     """The compiled loop writes every row's upper entries as `pair_lines`
     does, escapes and ints of any size included: the same bytes, the same digest."""
+    kernels.warm()  # else the section is `pair_lines`' own (below)
     rows = []
     for cid in ids:
         others = [] if data is None else data.draw(st.lists(st.sampled_from(ids), unique=True).map(sorted))
@@ -235,7 +238,7 @@ def test_the_pair_section_is_the_pair_lines_written_at_once(ids, data):
     in_key_order = ((key[len(keys.section(G, b"r")):].decode(), raw) for key, raw in sorted(rows))  # as the store reads them
     expected = "".join(f"{line}\n" for line in pair_lines(in_key_order))
     section = pair_section(_Version(GraphRepository(store), G))
-    assert bytes(section.data) == expected.encode()
+    assert not isinstance(section, Iterator) and bytes(section.data) == expected.encode()
     assert _hash_lines(section) == _hash_lines(iter(expected.split("\n")[:-1]))
 
 
@@ -245,7 +248,21 @@ def test_the_pair_section_is_the_pair_lines_written_at_once(ids, data):
     b"\x00\x00",  # not even its count
 ])
 def test_a_row_not_as_its_layout_says_is_refused_by_the_digest(record):
+    kernels.warm()
     store = MemoryStore()
     store.write({keys.row(G, "a"): record})
     with pytest.raises(ValueError, match="not as its layout says"):
         pair_section(_Version(GraphRepository(store), G))
+
+
+def test_a_process_without_the_folds_kernels_writes_the_pair_lines_in_python(monkeypatch):
+    """A digest does not compile the fold's kernels for itself (`emgas digest`
+    on a fresh machine): before a fold or a replay loaded them, the lines
+    are `pair_lines`', the same."""
+    state = build(TURNS)
+    kernels.warm()
+    joined = pair_section(_Version(state.repo, G))
+    monkeypatch.setattr(kernels, "loaded", lambda: False)
+    lines = pair_section(_Version(state.repo, G))
+    assert isinstance(lines, Iterator)
+    assert _hash_lines(lines) == _hash_lines(joined) and _hash_lines(joined).count == 5
