@@ -136,17 +136,17 @@ def pair_section(version: _Version) -> Joined | Iterator[str]:
     prefix = keys.section(version.ref, b"r")
     found = list(version.repo.store.scan(prefix))
     cut = len(prefix)
-    ids = [key[cut:] for key, _ in found]
-    rows = [raw for _, raw in found]
-    id_at, row_at = np.zeros(len(found) + 1, dtype=np.int64), np.zeros(len(found) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=id_at[1:])
-    np.cumsum(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)), out=row_at[1:])
-    data, count, bad = kernels.pair_line_bytes(
-        np.frombuffer(b"".join(ids), dtype=np.uint8), id_at, np.frombuffer(b"".join(rows), dtype=np.uint8), row_at,
-    )
+    data, count, bad = kernels.pair_line_bytes(*_packed([key[cut:] for key, _ in found]), *_packed([raw for _, raw in found]))
     if bad >= 0:
         raise ValueError(f"the row record {found[bad][0]!r} is not as its layout says (UTF-8 ids after n entries)")
     return Joined(data, count)
+
+
+def _packed(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """`parts` one after another as uint8, and where each starts: part k at buffer[at[k]:at[k + 1]]."""
+    at = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=at[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), at
 
 
 _PASSAGE_FIELDS = frozenset(Passage.model_fields)
