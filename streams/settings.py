@@ -112,6 +112,15 @@ class KafkaSecurity(BaseModel):
 
 MOCK_FETCH_WAIT_MS = 10  # see Settings.fetch_wait_ms
 KAFKA_FETCH_WAIT_MS = 100
+# The most bytes of records a producer puts in one batch of a partition
+# (aiokafka's and Faust's default: 16 KiB). A worker sends an extract
+# batch's graph events (200 turns, about 1 KB each) and awaits their
+# acknowledgements, and a producer has one request in flight to a broker:
+# in batches of 16 KiB they went in a dozen requests one after the other,
+# which took two to five times as long as extracting the turns. A quarter of
+# the broker's default `message.max.bytes` (1 MiB): a larger record still
+# goes alone in a batch of its own.
+PRODUCE_BATCH_BYTES = 256 * 1024
 
 
 class Settings(BaseSettings):

@@ -32,7 +32,7 @@ from emgas.streams.kafka.requests import timeout_header
 from emgas.streams.kafka.security import connection_reasons, unreachable
 from emgas.streams.errors import BrokerError, QueryTimeout, RequestError
 from emgas.streams.logs import quiet_transient_kafka_errors
-from emgas.streams.settings import Settings
+from emgas.streams.settings import PRODUCE_BATCH_BYTES, Settings
 
 FORGET_POLL_S = 0.2  # how often `forget` asks whether its request has been applied
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class MemoryClient:
         quiet_transient_kafka_errors()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._servers, acks="all", enable_idempotence=True, linger_ms=0,
-            partitioner=KeyPartitioner(), **self.settings.kafka_options()
+            max_batch_size=PRODUCE_BATCH_BYTES, partitioner=KeyPartitioner(), **self.settings.kafka_options()
         )
         try:
             with connection_reasons() as reasons:

@@ -60,7 +60,7 @@ from emgas.streams.runtime.ports import GraphLog
 from emgas.streams.runtime.recovery import Recovery
 from emgas.replay.keyring import KeysUnavailable
 from emgas.streams.kafka.sealer import Produce, Sealer, opened
-from emgas.streams.settings import Settings
+from emgas.streams.settings import PRODUCE_BATCH_BYTES, Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -98,6 +98,7 @@ def faust_app(settings: Settings) -> App:
         key_serializer="raw",
         value_serializer="raw",
         producer_partitioner=KeyPartitioner(),  # the default one, each graph id hashed once
+        producer_max_batch_size=PRODUCE_BATCH_BYTES,
     )
 
 

@@ -16,7 +16,7 @@ from emgas.processors.codec import encode
 from emgas.processors.events import Turn
 from emgas.processors.extract import ExtractionParams, extractor_id, ingest
 from emgas.streams.interfaces.client import MemoryClient
-from emgas.streams.settings import Settings, TopicSpec
+from emgas.streams.settings import PRODUCE_BATCH_BYTES, Settings, TopicSpec
 from emgas.tools.bench.ingest import tagged
 from emgas.tools.figures import Progress, figure
 from emgas.tools.harness import percentile
@@ -56,8 +56,12 @@ def _consumer(settings: Settings) -> AIOKafkaConsumer:
 
 
 def _producer(settings: Settings) -> AIOKafkaProducer:
-    """A producer acknowledged like the worker's (acks=all, no linger)."""
-    return AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers(), acks="all", **settings.kafka_options())
+    """A producer acknowledged and batched like the worker's (acks=all, no
+    linger, batches of up to PRODUCE_BATCH_BYTES)."""
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers(), acks="all", max_batch_size=PRODUCE_BATCH_BYTES,
+        **settings.kafka_options(),
+    )
 
 
 async def _assign_at_end(consumer: AIOKafkaConsumer, topic: str, partitions: int) -> None:

@@ -34,3 +34,13 @@ def test_the_workers_producer_uses_it(tmp_path):
 
     app = faust_app(Settings(home=tmp_path, broker="127.0.0.1:9"))
     assert isinstance(app.conf.producer_partitioner, KeyPartitioner)
+
+
+async def test_the_workers_producer_and_the_passthroughs_batch_alike(tmp_path):
+    from emgas.streams.runtime.app import faust_app
+    from emgas.streams.settings import PRODUCE_BATCH_BYTES, Settings
+    from emgas.tools.bench.kafka_alone import _producer
+
+    settings = Settings(home=tmp_path, broker="127.0.0.1:9")
+    assert faust_app(settings).conf.producer_max_batch_size == PRODUCE_BATCH_BYTES > 16 * 1024
+    assert _producer(settings)._message_accumulator._batch_size == PRODUCE_BATCH_BYTES  # the passthrough's, like the worker's
