@@ -43,4 +43,8 @@ async def test_the_workers_producer_and_the_passthroughs_batch_alike(tmp_path):
 
     settings = Settings(home=tmp_path, broker="127.0.0.1:9")
     assert faust_app(settings).conf.producer_max_batch_size == PRODUCE_BATCH_BYTES > 16 * 1024
-    assert _producer(settings)._message_accumulator._batch_size == PRODUCE_BATCH_BYTES  # the passthrough's, like the worker's
+    passthrough = _producer(settings)
+    try:
+        assert passthrough._message_accumulator._batch_size == PRODUCE_BATCH_BYTES  # like the worker's
+    finally:
+        await passthrough.stop()
